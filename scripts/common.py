@@ -1,0 +1,89 @@
+"""Run-directory conventions shared by every robosteer command.
+
+Every command writes one run directory (Hydra's output dir, set with ``out=DIR``) holding the resolved
+``config.yaml``, a machine-readable ``metrics.json`` and its logs, checkpoints, videos and plots.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch so a run is reproducible from its config and seed."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a hard dependency, kept lazy for start-up time
+        return
+    torch.manual_seed(seed)
+
+
+def start_run(cfg: DictConfig) -> Path:
+    """Create the run directory and write the resolved config into it; return its path."""
+    run_dir = Path(str(cfg.out)).expanduser().resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+    if "seed" in cfg:
+        seed_everything(int(cfg.seed))
+    return run_dir
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file + rename, so readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> Path:
+    """Write ``metrics.json`` atomically (numpy values converted) and return its path."""
+    path = Path(run_dir) / "metrics.json"
+    atomic_write_text(path, json.dumps(_jsonable(metrics), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def format_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
+    """Render rows as a GitHub-markdown table (what every command prints at its end)."""
+    if not rows:
+        return ""
+    columns = columns or list(rows[0])
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)

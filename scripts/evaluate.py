@@ -1,0 +1,148 @@
+"""robosteer-eval: evaluate a trained checkpoint, the scripted expert, or a replay of a dataset.
+
+A checkpoint or the expert runs over vectorised envs through ``sim.evaluate``. A replay re-runs each
+recorded episode from its own episode seed with the recorded actions: it both measures the dataset's
+success and proves that the data regenerates exactly (it reports the largest observation mismatch).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import hydra
+import numpy as np
+from omegaconf import DictConfig
+from tqdm import tqdm
+
+from scripts.common import format_table, start_run, write_metrics
+
+POLICY_CHOICES = ("checkpoint", "expert", "replay")
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> list[float]:
+    """95% Wilson score interval of a success rate (sensible at 0% and 100%, unlike the normal one)."""
+    if n == 0:
+        return [0.0, 1.0]
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [float(max(0.0, centre - half)), float(min(1.0, centre + half))]
+
+
+def obs_mode(shape_meta: dict[str, Any]) -> tuple[str, tuple[str, ...], int]:
+    """The env observation mode, cameras and image size a policy's inputs need."""
+    keys = list(shape_meta["obs"])
+    cams = tuple(k.split("/", 1)[1] for k in keys if k.startswith("image/"))
+    size = int(shape_meta["obs"][f"image/{cams[0]}"]["shape"][0]) if cams else 84
+    if cams and "state" in keys:
+        return "state+image", cams, size
+    return ("image" if cams else "state"), cams or ("corner2",), size
+
+
+def replay_dataset(path: str, episodes: int | None, progress: bool = True) -> dict[str, Any]:
+    """Replay recorded actions from each episode's seed; success rate and worst obs mismatch."""
+    import sim
+    from policies.data import open_dataset
+
+    start = time.perf_counter()
+    with open_dataset(path) as demos:
+        kwargs = demos.env_args.get("env_kwargs", {})
+        task = demos.env_args["env_name"]
+        names = demos.demo_names[: episodes or None]
+        env = sim.make_env(task, num_envs=1, obs="state", max_episode_steps=kwargs.get("max_episode_steps"))
+        successes, worst, env_steps = [], 0.0, 0
+        with env:
+            for name in tqdm(names, desc=f"replay {task}", unit="ep", disable=not progress):
+                ep = demos.episode(name)
+                obs = env.reset(seed=[int(ep["attrs"]["seed"])])
+                success = False
+                for t, action in enumerate(ep["actions"]):
+                    worst = max(worst, float(np.abs(obs["state"][0] - ep["obs"]["state"][t]).max()))
+                    obs, _, terminated, truncated, info = env.step(action[None])
+                    env_steps += 1
+                    success = success or bool(info["success"][0])
+                    if terminated[0] or truncated[0]:
+                        break
+                successes.append(success)
+    n = len(successes)
+    return {
+        "task": task,
+        "episodes": n,
+        "success_rate": float(np.mean(successes)) if n else 0.0,
+        "success_ci95": wilson_interval(int(np.sum(successes)), n),
+        "max_obs_abs_diff": worst,
+        "env_steps": env_steps,
+        "wall_time_s": time.perf_counter() - start,
+    }
+
+
+def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """Evaluate the expert or a checkpoint over vectorised envs; writes videos into the run dir."""
+    import torch
+
+    import sim
+
+    torch.set_num_threads(int(cfg.threads))
+    if cfg.policy == "expert":
+        if not cfg.task:
+            raise ValueError("policy=expert needs task=<name>, e.g. task=push-v3")
+        task, policy, mode, cams, size = cfg.task, sim.ScriptedExpert(cfg.task), "state", ("corner2",), 84
+    else:
+        if not cfg.checkpoint:
+            raise ValueError("policy=checkpoint needs checkpoint=<run dir>, e.g. checkpoint=runs/dp")
+        from policies import load_policy
+
+        policy = load_policy(cfg.checkpoint, which=cfg.which)
+        policy.eval()
+        task = cfg.task or policy.task
+        if not task:
+            raise ValueError(f"the checkpoint {cfg.checkpoint} names no task: pass task=<name>")
+        mode, cams, size = obs_mode(policy.shape_meta)
+    env = sim.make_env(
+        task, num_envs=int(cfg.num_envs), seed=int(cfg.seed), obs=mode, image_size=size, cameras=cams,
+        max_episode_steps=cfg.max_episode_steps, vectorization=cfg.vectorization,
+    )
+    video_path = run_dir / "videos" / f"{task}.mp4" if cfg.video else None
+    with env, torch.no_grad():
+        metrics = sim.evaluate(
+            env, policy, episodes=int(cfg.episodes), seed=int(cfg.seed), video_path=video_path,
+            video_episodes=int(cfg.video_episodes), progress=bool(cfg.progress),
+        )
+    metrics["task"] = task
+    if video_path is not None:
+        metrics["video"] = str(video_path)
+    return metrics
+
+
+@hydra.main(config_path="../configs", config_name="eval", version_base=None)
+def _main(cfg: DictConfig) -> None:
+    if cfg.policy not in POLICY_CHOICES:
+        raise SystemExit(f"policy={cfg.policy!r} is not valid: expected one of {POLICY_CHOICES}")
+    run_dir = start_run(cfg)
+    if cfg.policy == "replay":
+        if not cfg.dataset:
+            raise SystemExit("policy=replay needs dataset=<file.hdf5>, e.g. dataset=runs/demos/demos.hdf5")
+        metrics = replay_dataset(str(cfg.dataset), cfg.episodes, progress=bool(cfg.progress))
+    else:
+        metrics = evaluate_policy(cfg, run_dir)
+    metrics["policy"] = cfg.policy
+    write_metrics(run_dir, metrics)
+    lo, hi = metrics["success_ci95"]
+    row = {"policy": cfg.policy, "task": metrics["task"], "episodes": metrics["episodes"],
+           "success": metrics["success_rate"], "95% CI": f"[{lo:.2f}, {hi:.2f}]"}
+    for key in ("mean_return", "mean_episode_length", "env_steps_per_s", "max_obs_abs_diff"):
+        if key in metrics:
+            row[key] = metrics[key]
+    print(format_table([row]))
+    print(f"metrics: {run_dir / 'metrics.json'}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    _main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""Summarise the run directories under one root: a table on stdout, plus ``summary.md`` and ``summary.png``.
+
+Used by ``make demo``; works on any folder whose sub-directories are robosteer run directories.
+    python -m scripts.report runs/demo
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scripts.common import atomic_write_text, format_table
+
+
+def load_runs(root: Path) -> dict[str, dict[str, Any]]:
+    """``{run name: metrics}`` for every sub-directory of ``root`` that holds a metrics.json."""
+    runs = {}
+    for path in sorted(root.glob("*/metrics.json")):
+        runs[path.parent.name] = json.loads(path.read_text())
+    return runs
+
+
+def scalar_curve(run_dir: Path, needle: str = "loss") -> tuple[np.ndarray, np.ndarray] | None:
+    """The first TensorBoard scalar whose tag contains ``needle`` (steps, values), or None."""
+    try:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except ImportError:  # pragma: no cover - tensorboard is a pinned dependency
+        return None
+    files = sorted(run_dir.rglob("events.out.tfevents.*"))
+    if not files:
+        return None
+    acc = EventAccumulator(str(files[-1].parent), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = [t for t in acc.Tags().get("scalars", []) if needle in t]
+    if not tags:
+        return None
+    events = acc.Scalars(sorted(tags, key=len)[0])
+    return np.array([e.step for e in events]), np.array([e.value for e in events])
+
+
+def rows_for(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One table row per run that measured a success rate."""
+    rows = []
+    for name, m in runs.items():
+        if "success_rate" not in m or m.get("success_rate") is None:
+            continue
+        ci = m.get("success_ci95")
+        rows.append({
+            "run": name,
+            "task": m.get("task", ""),
+            "episodes": m.get("episodes", ""),
+            "success": float(m["success_rate"]),
+            "95% CI": f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "",
+            "wall s": float(m.get("wall_time_s", 0.0)),
+        })
+    return rows
+
+
+def plot(root: Path, runs: dict[str, dict[str, Any]], rows: list[dict[str, Any]]) -> Path:
+    """Success rates with their 95% intervals, beside the training-loss curve of any training run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = {name: c for name in runs if (c := scalar_curve(root / name)) is not None}
+    fig, axes = plt.subplots(1, 1 + bool(curves), figsize=(6 + 5 * bool(curves), 4), squeeze=False)
+    ax = axes[0, 0]
+    names = [r["run"] for r in rows]
+    rates = np.array([r["success"] for r in rows])
+    lo_hi = np.array([runs[n].get("success_ci95", [r, r]) for n, r in zip(names, rates)])
+    err = np.stack([rates - lo_hi[:, 0], lo_hi[:, 1] - rates]) if len(rows) else None
+    ax.bar(names, rates, yerr=err, capsize=4, color="#4c72b0")
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("success rate (95% Wilson CI)")
+    ax.set_title("success by run")
+    for i, r in enumerate(rates):
+        ax.text(i, min(r + 0.03, 1.0), f"{r:.0%}", ha="center")
+    if curves:
+        ax = axes[0, 1]
+        for name, (steps, values) in curves.items():
+            ax.plot(steps, values, label=name)
+        ax.set_yscale("log")
+        ax.set_xlabel("training step")
+        ax.set_ylabel("loss")
+        ax.set_title("training loss")
+        ax.legend()
+    fig.tight_layout()
+    out = root / "summary.png"
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print and save the summary of the runs under ``argv[0]``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m scripts.report RUN_ROOT", file=sys.stderr)
+        return 2
+    root = Path(argv[0])
+    runs = load_runs(root)
+    if not runs:
+        print(f"no run directories with a metrics.json under {root}", file=sys.stderr)
+        return 1
+    rows = rows_for(runs)
+    table = format_table(rows)
+    png = plot(root, runs, rows)
+    videos = sorted(str(p) for p in root.rglob("*.mp4"))
+    atomic_write_text(root / "summary.md", table + "\n\nvideos:\n" + "\n".join(f"- {v}" for v in videos) + "\n")
+    print(table)
+    print(f"\nplot:   {png}")
+    for v in videos:
+        print(f"video:  {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
