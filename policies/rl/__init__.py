@@ -1,0 +1,22 @@
+"""RL building blocks shared by every steering method (DSRL, EXPO, V-GPS).
+
+One replay buffer, one critic ensemble, one tanh-Gaussian actor, one temperature: every algorithm file
+composes these instead of re-implementing them.
+"""
+
+from policies.rl.actor import TanhGaussianActor
+from policies.rl.critic import CriticEnsemble, polyak_update
+from policies.rl.nets import EnsembleLinear, mlp
+from policies.rl.replay import ReplayBuffer, sample_mixed
+from policies.rl.temperature import Temperature
+
+__all__ = [
+    "CriticEnsemble",
+    "EnsembleLinear",
+    "ReplayBuffer",
+    "TanhGaussianActor",
+    "Temperature",
+    "mlp",
+    "polyak_update",
+    "sample_mixed",
+]
