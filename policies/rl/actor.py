@@ -19,7 +19,7 @@ def tanh_log_det(u: torch.Tensor) -> torch.Tensor:
 
 
 class TanhGaussianActor(nn.Module):
-    """π(·|s): u ~ N(μ(s), σ(s)²), output ``scale · tanh(u)``, so every output lies strictly in ±scale.
+    """π(·|s): u ~ N(μ(s), σ(s)²), output ``scale · tanh(u)``; every output lies strictly inside ±scale.
 
     ``log_prob`` includes the tanh Jacobian and ``−log(scale)`` per dimension. ``zero_init`` sets the mean
     head to exactly zero, so the deterministic output is 0 at initialisation (DSRL: the base policy's own
@@ -62,7 +62,8 @@ class TanhGaussianActor(nn.Module):
         else:
             eps = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
             u = mu + std * eps
-        return self.scale * torch.tanh(u), self.log_prob_pre_tanh(u, mu, std)
+        squashed = torch.tanh(u).clamp(-1 + 1e-6, 1 - 1e-6)  # strictly inside ±scale even when saturated
+        return self.scale * squashed, self.log_prob_pre_tanh(u, mu, std)
 
     def log_prob(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """log π(action|obs) for actions strictly inside ±scale: (B, Da) → (B,)."""

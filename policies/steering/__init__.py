@@ -1,0 +1,1 @@
+"""Steering methods that improve a frozen generative policy without retraining it."""

@@ -1,0 +1,147 @@
+"""DSRL faithfulness: frozen base, zero latent, bounds, NA wiring, and the bimodal toy."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import torch
+from torch import nn
+
+from policies.steering.dsrl import DSRL, DSRLConfig
+
+torch.set_num_threads(1)
+
+
+class SignBase(nn.Module):
+    """A bimodal 1-D base policy: the action is the sign of the noise (plus a frozen linear term in obs)."""
+
+    noise_shape = (1, 1)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(2, 1)
+        self.calls = 0
+
+    def sample(self, obs, noise=None):
+        self.calls += 1
+        assert not torch.is_grad_enabled(), "the base must be decoded without an autograd graph"
+        return torch.sign(noise) + 0.0 * self.lin(obs["state"][:, -1]).unsqueeze(1)  # (B, 1, 1)
+
+
+def _hash(module: nn.Module) -> str:
+    h = hashlib.sha256()
+    for k, v in sorted(module.state_dict().items()):
+        h.update(k.encode() + v.numpy().tobytes())
+    return h.hexdigest()
+
+
+def _batch(agent: DSRL, n: int, g: torch.Generator) -> dict:
+    obs = {"state": torch.randn(n, 1, 2, generator=g)}
+    latent, chunk = agent.act(obs, generator=g)
+    reward = (chunk.flatten(1)[:, 0] > 0).float()  # only the positive mode is rewarded
+    return {"obs": obs, "next_obs": obs, "reward": reward, "done": torch.ones(n),
+            "action": chunk.flatten(1), "latent": latent}
+
+
+@pytest.mark.parametrize("variant", ["na", "sac"])
+def test_toy_bimodal_learns_rewarded_mode_and_stays_in_support(variant):
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    base = SignBase()
+    before = _hash(base)
+    cfg = DSRLConfig(variant=variant, hidden=[32, 32], batch_size=64, noise_critic_steps=1,
+                     actor_lr=1e-3, critic_lr=1e-3, temperature_lr=1e-3,
+                     target_entropy=-2.0, init_temperature=0.05)  # 1-D latent: keep the entropy bonus small
+    agent = DSRL(base, obs_dim=2, exec_slice=slice(0, 1), config=cfg)
+    data = [_batch(agent, 64, g)]
+    for _ in range(600):
+        data.append(_batch(agent, 8, g))
+        batch = {k: (torch.cat([d[k] for d in data[-40:]]) if k not in ("obs", "next_obs")
+                     else {"state": torch.cat([d[k]["state"] for d in data[-40:]])}) for k in data[0]}
+        agent.update(batch, generator=g)
+        if variant == "na":
+            agent.update_noise_critic(batch["obs"], generator=g)
+    obs = {"state": torch.randn(500, 1, 2, generator=g)}
+    _, chunk = agent.act(obs, generator=g)
+    assert set(chunk.unique().tolist()) <= {-1.0, 1.0}  # never outside the base's support
+    assert (chunk > 0).float().mean() > 0.95  # the rewarded mode, stochastically
+    _, det = agent.act(obs, deterministic=True)
+    assert (det > 0).all()
+    assert _hash(base) == before  # base weights bit-identical
+    assert not any(p.requires_grad for p in base.parameters())
+
+
+def test_base_not_in_any_optimizer_or_state_dict():
+    base = SignBase()
+    agent = DSRL(base, obs_dim=2, exec_slice=slice(0, 1), config=DSRLConfig(hidden=[16]))
+    base_params = {id(p) for p in base.parameters()}
+    for opt in (agent.actor_opt, agent.critic_opt, agent.noise_critic_opt, agent.temperature_opt):
+        assert not base_params & {id(p) for grp in opt.param_groups for p in grp["params"]}
+    assert not any(k.startswith("base") for k in agent.state_dict())
+
+
+def test_zero_initialised_deterministic_actor_reproduces_base_chunk_for_zero_noise():
+    class Affine(nn.Module):
+        noise_shape = (4, 2)
+
+        def sample(self, obs, noise=None):
+            return 0.5 * noise + obs["state"][:, -1, :2].unsqueeze(1) + torch.arange(4.0).view(1, 4, 1)
+
+    base = Affine()
+    agent = DSRL(base, obs_dim=6, exec_slice=slice(1, 3), config=DSRLConfig(hidden=[16, 16]))
+    obs = {"state": torch.randn(5, 2, 3)}
+    latent, chunk = agent.act(obs, deterministic=True)
+    assert torch.equal(latent, torch.zeros(5, 8))
+    assert torch.equal(chunk, base.sample(obs, noise=torch.zeros(5, 4, 2))[:, 1:3])
+
+
+@pytest.mark.parametrize("variant,bound", [("na", 1.0), ("sac", 1.5)])
+def test_every_latent_is_inside_the_bound(variant, bound):
+    agent = DSRL(SignBase(), obs_dim=2, exec_slice=slice(0, 1),
+                 config=DSRLConfig(variant=variant, latent_bound=bound, hidden=[16]))
+    with torch.no_grad():
+        agent.actor.log_std.bias.fill_(2.0)
+        agent.actor.mean.bias.fill_(5.0)
+    latent, _ = agent.act({"state": torch.randn(1000, 1, 2)})
+    assert latent.abs().max() < bound
+
+
+def test_na_wiring_actor_gradient_only_through_noise_critic():
+    agent = DSRL(SignBase(), obs_dim=2, exec_slice=slice(0, 1), config=DSRLConfig(variant="na", hidden=[16]))
+    s = torch.randn(32, 2)
+    loss, _ = agent.actor_loss(s, agent.temperature.alpha)
+    grads_qa = torch.autograd.grad(loss, list(agent.critic.parameters()), allow_unused=True, retain_graph=True)
+    grads_qw = torch.autograd.grad(loss, list(agent.noise_critic.parameters()), allow_unused=True)
+    assert all(g is None for g in grads_qa)
+    assert any(g is not None and g.abs().sum() > 0 for g in grads_qw)
+
+
+def test_na_critic_trains_on_executed_actions_and_distills_on_gaussian_latents():
+    base = SignBase()
+    agent = DSRL(base, obs_dim=2, exec_slice=slice(0, 1), config=DSRLConfig(variant="na", hidden=[16]))
+    seen = []
+    orig = agent.critic.forward
+
+    def spy(s, a):
+        seen.append(a.detach().clone())
+        return orig(s, a)
+
+    agent.critic.forward = spy
+    executed = torch.tensor([[0.25]]).repeat(16, 1)  # not a value the base can decode: a recorded action
+    obs = {"state": torch.randn(16, 1, 2)}
+    agent.update({"obs": obs, "next_obs": obs, "reward": torch.zeros(16), "done": torch.zeros(16),
+                  "action": executed})
+    assert any(torch.equal(a, executed) for a in seen)  # Q^A regressed on the executed chunk
+    seen.clear()
+    calls = base.calls
+    g = torch.Generator().manual_seed(0)
+    agent.update_noise_critic(obs, generator=g)
+    assert base.calls == calls + 1 and set(seen[0].unique().tolist()) <= {-1.0, 1.0}  # decoded N(0, I) latents
+    w = torch.randn(16, 1, generator=torch.Generator().manual_seed(0))
+    assert (w.abs() > 1).any()  # the distillation latents are unclipped Gaussians (reference behaviour)
+
+
+def test_bad_variant_is_a_clear_error():
+    with pytest.raises(ValueError, match="na"):
+        DSRLConfig(variant="ppo")
