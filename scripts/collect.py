@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from policies.data import DatasetWriter
-from scripts.common import format_table, start_run, write_metrics
+from scripts.common import CONFIG_DIR, format_table, start_run, write_metrics
 
 KEEP_CHOICES = ("success", "all")
 
@@ -124,7 +124,10 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     expert = sim.ScriptedExpert(cfg.task)
     bar = tqdm(total=int(cfg.episodes), desc=f"collect {cfg.task}", unit="ep", disable=not cfg.progress)
     try:
-        with env, DatasetWriter(path, env_args=env_args(cfg, env.max_episode_steps)) as writer:
+        with env, DatasetWriter(
+            path, env_args=env_args(cfg, env.max_episode_steps), valid_fraction=float(cfg.valid_fraction),
+            split_seed=int(cfg.seed),
+        ) as writer:
             try:
                 while kept < cfg.episodes and attempts < max_attempts:
                     ep = collect_episode(env, expert, episode_seed(cfg.seed, attempts), cfg)
@@ -159,7 +162,7 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     }
 
 
-@hydra.main(config_path="../configs", config_name="collect", version_base=None)
+@hydra.main(config_path=CONFIG_DIR, config_name="collect", version_base=None)
 def _main(cfg: DictConfig) -> None:
     run_dir = start_run(cfg)
     metrics = collect(cfg, run_dir)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,16 +15,8 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch so a run is reproducible from its config and seed."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a hard dependency, kept lazy for start-up time
-        return
-    torch.manual_seed(seed)
+# Absolute, not "../configs": Hydra resolves a relative path against the module name, so the installed console scripts (which import scripts.<name>) find the configs too.
+CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
 
 
 def start_run(cfg: DictConfig) -> Path:
@@ -34,6 +25,8 @@ def start_run(cfg: DictConfig) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     if "seed" in cfg:
+        from policies.train.trainer import seed_everything
+
         seed_everything(int(cfg.seed))
     return run_dir
 

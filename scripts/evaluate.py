@@ -16,7 +16,7 @@ import numpy as np
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from scripts.common import format_table, start_run, write_metrics
+from scripts.common import CONFIG_DIR, format_table, start_run, write_metrics
 
 POLICY_CHOICES = ("checkpoint", "expert", "replay")
 
@@ -116,7 +116,7 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     return metrics
 
 
-@hydra.main(config_path="../configs", config_name="eval", version_base=None)
+@hydra.main(config_path=CONFIG_DIR, config_name="eval", version_base=None)
 def _main(cfg: DictConfig) -> None:
     if cfg.policy not in POLICY_CHOICES:
         raise SystemExit(f"policy={cfg.policy!r} is not valid: expected one of {POLICY_CHOICES}")

@@ -1,0 +1,105 @@
+"""robosteer-steer: steer a frozen base policy with DSRL on a task of the suite.
+
+Writes the run directory: config.yaml, TensorBoard curves (tb/), checkpoints/latest (actor, critics,
+optimizers, replay buffer, RNG), plots/learning_curve.png and metrics.json with the before/after success.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from scripts.common import CONFIG_DIR, format_table, start_run, write_metrics
+
+ALGOS = ("dsrl",)
+
+
+def plot_learning_curve(history: list[dict[str, float]], path: Path, title: str) -> None:
+    """Success rate vs env steps (one point per evaluation)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot([h["env_steps"] for h in history], [h["success_rate"] for h in history], marker="o")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("success rate")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """Build base, env, agent and evaluation from the config and run DSRL."""
+    import torch
+
+    import sim
+    from policies import load_policy
+    from policies.checkpoint import find_checkpoint, read_checkpoint_config
+    from policies.steering.dsrl import DSRL, DSRLConfig, DSRLRunConfig, run_dsrl
+
+    torch.set_num_threads(int(cfg.threads))
+    if not cfg.base:
+        raise ValueError("steering needs base=<run directory of robosteer-train>, e.g. base=runs/dp")
+    base = load_policy(cfg.base, which=cfg.which)
+    name = getattr(base, "name", "")
+    if name == "streaming":
+        raise ValueError("DSRL needs a stateless noise->chunk map: use a diffusion or flow base, not streaming")
+    ckpt_dir, _ = find_checkpoint(cfg.base, cfg.which)
+    task = cfg.task or read_checkpoint_config(ckpt_dir).get("task")
+    if not task:
+        raise ValueError(f"the base {cfg.base} names no task: pass task=<name>")
+    keys = tuple(k for k, m in base.shape_meta["obs"].items() if m.get("type", "low_dim") == "low_dim")
+    if len(keys) != len(base.shape_meta["obs"]):
+        raise ValueError("DSRL here steers state-based policies: the base uses image observations")
+    to, ta = base.config.n_obs_steps, base.config.n_action_steps
+    env = sim.make_env(task, num_envs=int(cfg.num_envs), seed=int(cfg.seed), obs="state", action_chunk=ta,
+                       obs_history=to, vectorization=cfg.vectorization)
+    obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
+    agent = DSRL(base, obs_dim, slice(to - 1, to - 1 + ta), DSRLConfig(variant=cfg.variant, **cfg.dsrl),
+                 obs_keys=keys)
+    run_cfg = DSRLRunConfig(env_steps=int(cfg.env_steps), seed=int(cfg.seed), **OmegaConf.to_container(cfg.run))
+
+    def eval_fn(policy: Any) -> dict[str, Any]:
+        with sim.make_env(task, num_envs=int(cfg.eval_envs), seed=int(cfg.eval_seed), obs="state") as eval_env:
+            return sim.evaluate(eval_env, policy, episodes=run_cfg.eval_episodes, seed=int(cfg.eval_seed),
+                                progress=False)
+
+    with env:
+        metrics = run_dsrl(agent, env, run_cfg, str(run_dir), eval_fn=eval_fn, resume=bool(cfg.resume),
+                           checkpoint_config={"task": task, "base": str(Path(cfg.base).resolve())})
+    metrics["task"] = task
+    if metrics["history"]:
+        plot_learning_curve(metrics["history"], run_dir / "plots" / "learning_curve.png",
+                            f"DSRL-{cfg.variant} on {task}")
+    return metrics
+
+
+@hydra.main(config_path=CONFIG_DIR, config_name="steer", version_base=None)
+def _main(cfg: DictConfig) -> None:
+    run_dir = start_run(cfg)
+    metrics = steer(cfg, run_dir)
+    write_metrics(run_dir, metrics)
+    print(format_table([{
+        "task": metrics["task"], "variant": metrics["variant"], "env steps": metrics["env_steps"],
+        "base success": metrics["base_success_rate"], "steered success": metrics["success_rate"],
+        "wall s": metrics["wall_time_s"],
+    }]))
+    print(f"metrics: {run_dir / 'metrics.json'}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    _main()
+
+
+if __name__ == "__main__":
+    main()
