@@ -7,6 +7,7 @@ Every command writes one run directory (Hydra's output dir, set with ``out=DIR``
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -17,6 +18,9 @@ from omegaconf import DictConfig, OmegaConf
 
 # Absolute, not "../configs": Hydra resolves a relative path against the module name, so the installed console scripts (which import scripts.<name>) find the configs too.
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
+
+# PyOpenGL logs an INFO line about its optional accelerator at every start; Hydra would print it.
+logging.getLogger("OpenGL").setLevel(logging.WARNING)
 
 
 def start_run(cfg: DictConfig) -> Path:

@@ -21,16 +21,6 @@ from scripts.common import CONFIG_DIR, format_table, start_run, write_metrics
 POLICY_CHOICES = ("checkpoint", "expert", "replay")
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> list[float]:
-    """95% Wilson score interval of a success rate (sensible at 0% and 100%, unlike the normal one)."""
-    if n == 0:
-        return [0.0, 1.0]
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [float(max(0.0, centre - half)), float(min(1.0, centre + half))]
-
-
 def obs_mode(shape_meta: dict[str, Any]) -> tuple[str, tuple[str, ...], int]:
     """The env observation mode, cameras and image size a policy's inputs need."""
     keys = list(shape_meta["obs"])
@@ -71,7 +61,7 @@ def replay_dataset(path: str, episodes: int | None, progress: bool = True) -> di
         "task": task,
         "episodes": n,
         "success_rate": float(np.mean(successes)) if n else 0.0,
-        "success_ci95": wilson_interval(int(np.sum(successes)), n),
+        "success_ci95": list(sim.wilson_interval(int(np.sum(successes)), n)),
         "max_obs_abs_diff": worst,
         "env_steps": env_steps,
         "wall_time_s": time.perf_counter() - start,
