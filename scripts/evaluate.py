@@ -75,7 +75,7 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     import sim
 
     torch.set_num_threads(int(cfg.threads))
-    if cfg.policy == "expert":
+    if cfg.policy.name == "expert":
         if not cfg.task:
             raise ValueError("policy=expert needs task=<name>, e.g. task=push-v3")
         task, policy, mode, cams, size = cfg.task, sim.ScriptedExpert(cfg.task), "state", ("corner2",), 84
@@ -108,19 +108,19 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
 @hydra.main(config_path=CONFIG_DIR, config_name="eval", version_base=None)
 def _main(cfg: DictConfig) -> None:
-    if cfg.policy not in POLICY_CHOICES:
-        raise SystemExit(f"policy={cfg.policy!r} is not valid: expected one of {POLICY_CHOICES}")
+    if cfg.policy.name not in POLICY_CHOICES:
+        raise SystemExit(f"policy={cfg.policy.name!r} is not valid for robosteer-eval: expected one of {POLICY_CHOICES}")
     run_dir = start_run(cfg)
-    if cfg.policy == "replay":
+    if cfg.policy.name == "replay":
         if not cfg.dataset:
             raise SystemExit("policy=replay needs dataset=<file.hdf5>, e.g. dataset=runs/demos/demos.hdf5")
         metrics = replay_dataset(str(cfg.dataset), cfg.episodes, progress=bool(cfg.progress))
     else:
         metrics = evaluate_policy(cfg, run_dir)
-    metrics["policy"] = cfg.policy
+    metrics["policy"] = cfg.policy.name
     write_metrics(run_dir, metrics)
     lo, hi = metrics["success_ci95"]
-    row = {"policy": cfg.policy, "task": metrics["task"], "episodes": metrics["episodes"],
+    row = {"policy": cfg.policy.name, "task": metrics["task"], "episodes": metrics["episodes"],
            "success": metrics["success_rate"], "95% CI": f"[{lo:.2f}, {hi:.2f}]"}
     for key in ("mean_return", "mean_episode_length", "env_steps_per_s", "max_obs_abs_diff"):
         if key in metrics:
