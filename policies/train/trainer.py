@@ -1,0 +1,719 @@
+"""Generic imitation trainer: any policy with ``loss(batch) -> (loss, info)`` over a map-style dataset.
+
+One loop for every algorithm: AdamW, warm-up + cosine LR, gradient clipping, EMA, an infinite seeded
+shuffled sampler, TensorBoard + tqdm, periodic ``latest`` checkpoints, periodic evaluation through a
+callback (``eval_fn(policy) -> {"success_rate": ...}``) with a ``best`` checkpoint, a wall-time budget and
+``metrics.json``. Resuming from ``latest`` is exact: training N steps in one go or N/2 + resume + N/2
+gives bit-identical weights, because the model, EMA, optimizer, LR scheduler, sampler position and the
+torch / numpy / python RNG states (of every rank) are restored.
+
+Multi-process: when ``torch.distributed`` is initialised (e.g. by ``torchrun``; gloo on CPU, nccl on GPU),
+the policy is wrapped in DDP, each rank reads its own stride of the shared shuffled index stream, and only
+rank 0 evaluates and writes files. ``batch_size`` is per process.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import math
+import os
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from policies.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from policies.train.ema import EMAModel
+
+log = logging.getLogger(__name__)
+
+EvalFn = Callable[..., Mapping[str, Any]]
+
+
+@dataclass
+class TrainConfig:
+    """Every hyperparameter of the imitation loop (``batch_size`` is per process)."""
+
+    steps: int = 10_000
+    batch_size: int = 256
+    lr: float = 3e-4
+    betas: tuple[float, float] = (0.95, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 1e-6
+    lr_scheduler: str = "cosine"  # cosine | linear | constant (all after a linear warm-up)
+    lr_warmup_steps: int = 500
+    grad_clip_norm: float | None = 10.0  # None or <= 0: no clipping (the norm is still logged)
+    ema: bool = True
+    ema_power: float = 0.75
+    ema_max_decay: float = 0.9999
+    ema_min_decay: float = 0.0
+    ema_update_after_step: int = 0
+    ema_inv_gamma: float = 1.0
+    seed: int = 0
+    num_workers: int = 0
+    log_every: int = 50
+    checkpoint_every: int = 1000
+    eval_every: int = 0  # 0: evaluate only at the end
+    eval_at_end: bool = True
+    max_minutes: float | None = None  # wall-time budget of the training loop; stops with a checkpoint
+    # Stop (with a checkpoint) at this step; unlike a smaller `steps`, the LR schedule still spans `steps`.
+    stop_at_step: int | None = None
+    resume: bool = False
+    progress: bool = True
+    device: str = "cpu"
+    find_unused_parameters: bool = False
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TrainConfig:
+        """Build from a mapping, rejecting unknown keys (typos must not be silently ignored)."""
+        names = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown TrainConfig keys {unknown}; valid keys: {sorted(names)}")
+        d = dict(d)
+        if "betas" in d:
+            d["betas"] = tuple(float(b) for b in d["betas"])
+        return cls(**d)
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def lr_lambda(name: str, warmup_steps: int, total_steps: int) -> Callable[[int], float]:
+    """LR multiplier: linear warm-up, then cosine / linear decay to 0 at ``total_steps``, or constant.
+
+    Same curves as diffusers' ``get_scheduler`` (cosine with half a period), without importing diffusers.
+    """
+    if name not in ("cosine", "linear", "constant"):
+        raise ValueError(f"lr_scheduler={name!r}: expected one of ['cosine', 'linear', 'constant']")
+
+    def fn(step: int) -> float:
+        if step < warmup_steps:
+            return float(step) / float(max(1, warmup_steps))
+        if name == "constant":
+            return 1.0
+        progress = float(step - warmup_steps) / float(max(1, total_steps - warmup_steps))
+        if name == "linear":
+            return max(0.0, 1.0 - progress)
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+    return fn
+
+
+class InfiniteSampler(Sampler[int]):
+    """An endless stream of dataset indices: epoch ``e`` is a permutation seeded by ``(seed, e)``.
+
+    Rank ``r`` of ``W`` takes items ``r, r + W, ...`` of the global stream, so ranks never see the same
+    sample in a step. ``start`` is the number of items this rank already consumed: resuming at
+    ``start = step * batch_size`` continues the exact stream.
+    """
+
+    def __init__(
+        self,
+        size: int,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        start: int = 0,
+        shuffle: bool = True,
+    ) -> None:
+        if size <= 0:
+            raise ValueError("InfiniteSampler needs a non-empty dataset")
+        self.size, self.seed, self.rank, self.world_size = size, seed, rank, world_size
+        self.start, self.shuffle = start, shuffle
+
+    def _epoch(self, epoch: int) -> np.ndarray:
+        if not self.shuffle:
+            return np.arange(self.size)
+        return np.random.default_rng([self.seed, epoch]).permutation(self.size)
+
+    def __iter__(self) -> Iterator[int]:
+        g = self.start * self.world_size + self.rank
+        epoch, perm = -1, np.empty(0, dtype=np.int64)
+        while True:
+            e = g // self.size
+            if e != epoch:
+                epoch, perm = e, self._epoch(e)
+            yield int(perm[g % self.size])
+            g += self.world_size
+
+
+class _LossModule(nn.Module):
+    """Routes ``forward`` to ``policy.loss`` so DDP's gradient hooks see the call."""
+
+    def __init__(self, policy: nn.Module) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, batch: Any) -> Any:
+        return self.policy.loss(batch)
+
+
+def _to_device(x: Any, device: torch.device) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.to(device, non_blocking=True)
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(x).to(device)
+    if isinstance(x, Mapping):
+        return {k: _to_device(v, device) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return type(x)(_to_device(v, device) for v in x)
+    return x
+
+
+def get_rng_state() -> dict[str, Any]:
+    """All RNG states that training consumes: python, numpy (global), torch CPU and CUDA."""
+    np_state = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": {
+            "name": np_state[0],
+            "key": np_state[1],
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached_gaussian": float(np_state[4]),
+        },
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: Mapping[str, Any]) -> None:
+    """Restore states from :func:`get_rng_state`."""
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    n = state["numpy"]
+    np.random.set_state(
+        (n["name"], np.asarray(n["key"], dtype=np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+    )
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(list(state["cuda"]))
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (all devices)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _dist() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _scalar(v: Any) -> float | None:
+    if isinstance(v, torch.Tensor) and v.numel() == 1:
+        return float(v.detach())
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, int | float | np.integer | np.floating):
+        return float(v)
+    return None
+
+
+@dataclass
+class _Best:
+    success_rate: float = -1.0
+    step: int = -1
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+class Trainer:
+    """Trains ``policy`` on ``dataset`` into ``out_dir`` (see the module docstring).
+
+    ``policy_name`` / ``shape_meta`` / ``policy_config`` go into every checkpoint's ``config.json`` so that
+    ``load_policy`` can rebuild the policy; ``policy_config`` defaults to ``policy.get_config()``.
+    ``run_config`` (the resolved command config) is stored beside them for provenance, and
+    ``checkpoint_meta`` (e.g. ``{"task": "push-v3"}``) is merged into the top level of ``config.json``.
+    """
+
+    def __init__(
+        self,
+        policy: nn.Module,
+        dataset: Dataset,
+        cfg: TrainConfig,
+        out_dir: str | os.PathLike,
+        *,
+        policy_name: str,
+        shape_meta: Mapping[str, Any],
+        policy_config: Mapping[str, Any] | None = None,
+        eval_fn: EvalFn | None = None,
+        run_config: Mapping[str, Any] | None = None,
+        checkpoint_meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.dataset = dataset
+        self.cfg = cfg
+        self.out_dir = Path(out_dir)
+        self.policy_name = policy_name
+        self.shape_meta = dict(shape_meta)
+        if policy_config is None:
+            get_config = getattr(policy, "get_config", None)
+            policy_config = get_config() if callable(get_config) else {}
+        self.policy_config = _jsonable(policy_config)
+        self.eval_fn = eval_fn
+        self.run_config = _jsonable(run_config or {})
+        self.checkpoint_meta = _jsonable(checkpoint_meta or {})
+        self.rank, self.world_size = _dist()
+        self.device = torch.device(cfg.device)
+        self.step = 0
+        self.best = _Best()
+        self._elapsed_before = 0.0  # wall time of earlier sessions of this run (resume)
+        self._eval_count = 0
+        self._pending: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def ckpt_dir(self) -> Path:
+        return self.out_dir / "checkpoints"
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    # ------------------------------------------------------------------ setup
+    def _build(self) -> None:
+        cfg = self.cfg
+        self.policy.to(self.device)
+        self.policy.train()
+        self.optimizer = torch.optim.AdamW(
+            self.policy.parameters(),
+            lr=cfg.lr,
+            betas=tuple(cfg.betas),
+            eps=cfg.eps,
+            weight_decay=cfg.weight_decay,
+        )
+        self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_lambda(cfg.lr_scheduler, cfg.lr_warmup_steps, cfg.steps)
+        )
+        seed_everything(cfg.seed + self.rank)
+        latest = self.ckpt_dir / "latest"
+        resumed = False
+        if cfg.resume:
+            if latest.exists() or (latest.parent / ".latest.old").exists():
+                self._restore(load_checkpoint(latest))
+                resumed = True
+            else:
+                log.warning("resume=true but %s does not exist: starting from scratch", latest)
+        elif latest.exists():
+            raise FileExistsError(
+                f"{latest} already exists: pass resume=true to continue that run, or choose another out="
+            )
+        if self.world_size > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            # Broadcasts rank 0's weights: every rank (and its EMA copy below) starts identical.
+            self.model: nn.Module = DistributedDataParallel(
+                _LossModule(self.policy),
+                find_unused_parameters=cfg.find_unused_parameters,
+                device_ids=[self.device.index] if self.device.type == "cuda" else None,
+            )
+        else:
+            self.model = _LossModule(self.policy)
+        self.ema: EMAModel | None = None
+        if cfg.ema:
+            self.ema = EMAModel(
+                self.policy,
+                update_after_step=cfg.ema_update_after_step,
+                inv_gamma=cfg.ema_inv_gamma,
+                power=cfg.ema_power,
+                min_value=cfg.ema_min_decay,
+                max_value=cfg.ema_max_decay,
+            )
+            if resumed:
+                self.ema.averaged_model.load_state_dict(self._pending["ema"])
+                self.ema.load_state_dict(self._pending["ema_state"])
+        self._pending = {}
+        sampler = InfiniteSampler(
+            len(self.dataset),
+            seed=cfg.seed,
+            rank=self.rank,
+            world_size=self.world_size,
+            start=self.step * cfg.batch_size,
+        )
+        self.loader = DataLoader(
+            self.dataset,
+            batch_size=cfg.batch_size,
+            sampler=sampler,
+            num_workers=cfg.num_workers,
+            drop_last=True,
+            pin_memory=self.device.type == "cuda",
+            persistent_workers=cfg.num_workers > 0,
+            # A private generator: worker seeding must not draw from the global RNG (exact resume).
+            generator=torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step),
+        )
+
+    def _restore(self, ckpt: Checkpoint) -> None:
+        extra = ckpt.extra
+        self.policy.load_state_dict(ckpt.modules["model"])
+        self.optimizer.load_state_dict(ckpt.modules["optimizer"])
+        self.lr_scheduler.load_state_dict(ckpt.modules["lr_scheduler"])
+        self.step = int(extra["step"])
+        self._elapsed_before = float(extra.get("elapsed_s", 0.0))
+        self._eval_count = int(extra.get("eval_count", 0))
+        b = extra.get("best") or {}
+        self.best = _Best(
+            float(b.get("success_rate", -1.0)), int(b.get("step", -1)), dict(b.get("metrics", {}))
+        )
+        self._pending = {"ema": ckpt.modules.get("ema"), "ema_state": extra.get("ema_state")}
+        if self.cfg.ema and self._pending["ema"] is None:
+            raise KeyError(
+                f"{ckpt.path}: resume with ema=true needs 'ema' weights, which this checkpoint lacks"
+            )
+        rng = extra.get("rng") or []
+        if len(rng) == self.world_size:
+            set_rng_state(rng[self.rank])
+        else:
+            log.warning(
+                "checkpoint has RNG states of %d ranks, running %d: reseeding (not bit-exact)",
+                len(rng),
+                self.world_size,
+            )
+            seed_everything(self.cfg.seed + self.rank + 7919 * self.step)
+        saved_steps = extra.get("total_steps")
+        if saved_steps is not None and int(saved_steps) != self.cfg.steps:
+            log.warning(
+                "resuming with steps=%d (was %s): the LR schedule changes shape", self.cfg.steps, saved_steps
+            )
+        log.info("resumed from %s at step %d", ckpt.path, self.step)
+
+    # ------------------------------------------------------------------ checkpoints
+    def _checkpoint_config(self) -> dict[str, Any]:
+        return {
+            **self.checkpoint_meta,
+            "kind": "policy",
+            "policy": {"name": self.policy_name, "config": self.policy_config},
+            "shape_meta": self.shape_meta,
+            "step": self.step,
+            "inference_module": "ema" if self.ema is not None else "model",
+            "train": _jsonable(asdict(self.cfg)),
+            "run": self.run_config,
+        }
+
+    def _gather_rng(self) -> list[Any]:
+        state = get_rng_state()
+        if self.world_size == 1:
+            return [state]
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, state)
+        return gathered
+
+    def save_latest(self, elapsed: float) -> None:
+        """Write ``checkpoints/latest`` (all ranks must call: RNG states are gathered)."""
+        rng = self._gather_rng()
+        if self.is_main:
+            self._write_latest(elapsed, rng)
+        if self.world_size > 1:
+            dist.barrier()  # no rank may go on (e.g. resume) before the checkpoint is in place
+
+    def _write_latest(self, elapsed: float, rng: list[Any]) -> None:
+        modules: dict[str, Any] = {"model": self.policy}
+        if self.ema is not None:
+            modules["ema"] = self.ema.averaged_model
+        modules["optimizer"] = self.optimizer.state_dict()
+        modules["lr_scheduler"] = self.lr_scheduler.state_dict()
+        extra = {
+            "step": self.step,
+            "total_steps": self.cfg.steps,
+            "elapsed_s": elapsed,
+            "eval_count": self._eval_count,
+            "ema_state": self.ema.state_dict() if self.ema is not None else None,
+            "best": {
+                "success_rate": self.best.success_rate,
+                "step": self.best.step,
+                "metrics": _jsonable(self.best.metrics),
+            },
+            "rng": rng,
+            "world_size": self.world_size,
+            "sampler": {"seed": self.cfg.seed, "consumed_per_rank": self.step * self.cfg.batch_size},
+        }
+        save_checkpoint(self.ckpt_dir / "latest", modules, self._checkpoint_config(), extra)
+
+    def _save_best(self, metrics: Mapping[str, Any]) -> None:
+        modules: dict[str, Any] = {"model": self.policy}
+        if self.ema is not None:
+            modules["ema"] = self.ema.averaged_model
+        cfg = self._checkpoint_config()
+        cfg["eval"] = _jsonable(dict(metrics))
+        save_checkpoint(self.ckpt_dir / "best", modules, cfg)
+
+    # ------------------------------------------------------------------ evaluation
+    def eval_policy(self) -> nn.Module:
+        """The weights evaluation uses: the EMA copy when EMA is on."""
+        return self.ema.averaged_model if self.ema is not None else self.policy
+
+    def _evaluate(self, writer: Any) -> dict[str, Any] | None:
+        """Rank 0 runs ``eval_fn`` with RNG states forked, so evaluation never perturbs training."""
+        if self.eval_fn is None or not self.is_main:
+            return None
+        policy = self.eval_policy()
+        was_training = policy.training
+        policy.eval()
+        saved = get_rng_state()
+        seed_everything(self.cfg.seed + 1_000_003 * (1 + self.step))
+        t0 = time.perf_counter()
+        try:
+            params = inspect.signature(self.eval_fn).parameters
+            kwargs = (
+                {"step": self.step}
+                if "step" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+                else {}
+            )
+            with torch.no_grad():
+                metrics = dict(self.eval_fn(policy, **kwargs))
+        finally:
+            set_rng_state(saved)
+            policy.train(was_training)
+            if hasattr(policy, "reset"):
+                policy.reset()
+        self._eval_count += 1
+        metrics["eval_time_s"] = time.perf_counter() - t0
+        metrics["step"] = self.step
+        if writer is not None:
+            for k, v in metrics.items():
+                s = _scalar(v)
+                if s is not None and k != "step":
+                    writer.add_scalar(f"eval/{k}", s, self.step)
+        sr = metrics.get("success_rate")
+        if sr is not None and float(sr) >= self.best.success_rate:
+            self.best = _Best(float(sr), self.step, metrics)
+            self._save_best(metrics)
+        log.info(
+            "step %d eval: %s",
+            self.step,
+            {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()},
+        )
+        return metrics
+
+    # ------------------------------------------------------------------ loop
+    def _stop_requested(self, deadline: float | None) -> bool:
+        stop = deadline is not None and time.monotonic() >= deadline
+        if self.world_size > 1:
+            flag = torch.tensor([1 if stop else 0], dtype=torch.int32)
+            dist.broadcast(flag, src=0)  # rank 0's clock decides for everyone
+            stop = bool(flag.item())
+        return stop
+
+    def fit(self) -> dict[str, Any]:
+        """Train to ``cfg.steps`` (or the wall-time budget); return the metrics written to metrics.json."""
+        cfg = self.cfg
+        t_start = time.monotonic()
+        deadline = t_start + 60.0 * cfg.max_minutes if cfg.max_minutes else None
+        self._build()
+        start_step = self.step
+        writer = None
+        if self.is_main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            from torch.utils.tensorboard import SummaryWriter
+
+            writer = SummaryWriter(str(self.out_dir / "tb"), purge_step=self.step if self.step else None)
+        pbar = None
+        if self.is_main and cfg.progress:
+            from tqdm.auto import tqdm
+
+            pbar = tqdm(total=cfg.steps, initial=self.step, desc="train", dynamic_ncols=True, mininterval=1.0)
+        clip = cfg.grad_clip_norm if cfg.grad_clip_norm and cfg.grad_clip_norm > 0 else float("inf")
+        params = [p for p in self.policy.parameters() if p.requires_grad]
+        data_time = update_time = 0.0
+        win_loss, win_n, win_data, win_update = 0.0, 0, 0.0, 0.0
+        last_loss = float("nan")
+        last_eval: dict[str, Any] | None = None
+        last_eval_step = -1
+        last_ckpt_step = self.step
+        stopped_early = False
+        interrupted = False
+        samples_per_step = cfg.batch_size * self.world_size
+
+        def elapsed() -> float:
+            return self._elapsed_before + time.monotonic() - t_start
+
+        data_iter = iter(self.loader)
+        try:
+            while self.step < cfg.steps:
+                if self._stop_requested(deadline) or (
+                    cfg.stop_at_step is not None and self.step >= cfg.stop_at_step
+                ):
+                    stopped_early = True
+                    break
+                t0 = time.perf_counter()
+                batch = _to_device(next(data_iter), self.device)
+                t1 = time.perf_counter()
+                self.optimizer.zero_grad(set_to_none=True)
+                loss, info = self.model(batch)
+                loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
+                self.optimizer.step()
+                self.lr_scheduler.step()
+                if self.ema is not None:
+                    self.ema.step(self.policy)
+                self.step += 1
+                t2 = time.perf_counter()
+                data_time += t1 - t0
+                update_time += t2 - t1
+                win_data += t1 - t0
+                win_update += t2 - t1
+                win_loss += float(loss.detach())
+                win_n += 1
+                if pbar is not None:
+                    pbar.update(1)
+
+                if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                    mean_loss = win_loss / max(1, win_n)
+                    if self.world_size > 1:
+                        t = torch.tensor([mean_loss], dtype=torch.float64)
+                        dist.all_reduce(t)
+                        mean_loss = float(t) / self.world_size
+                    last_loss = mean_loss
+                    if writer is not None:
+                        lr = self.optimizer.param_groups[0]["lr"]
+                        writer.add_scalar("train/loss", mean_loss, self.step)
+                        writer.add_scalar("train/lr", lr, self.step)
+                        writer.add_scalar("train/grad_norm", float(grad_norm), self.step)
+                        writer.add_scalar("time/data_s_per_step", win_data / win_n, self.step)
+                        writer.add_scalar("time/update_s_per_step", win_update / win_n, self.step)
+                        writer.add_scalar(
+                            "time/samples_per_s",
+                            samples_per_step * win_n / max(1e-9, win_data + win_update),
+                            self.step,
+                        )
+                        if self.ema is not None:
+                            writer.add_scalar("train/ema_decay", self.ema.decay, self.step)
+                        for k, v in (info or {}).items():
+                            s = _scalar(v)
+                            if s is not None:
+                                writer.add_scalar(f"train/{k}", s, self.step)
+                    if pbar is not None:
+                        pbar.set_postfix(
+                            loss=f"{mean_loss:.4f}", lr=f"{self.optimizer.param_groups[0]['lr']:.2e}"
+                        )
+                    win_loss, win_n, win_data, win_update = 0.0, 0, 0.0, 0.0
+
+                if cfg.eval_every > 0 and self.step % cfg.eval_every == 0 and self.step < cfg.steps:
+                    last_eval = self._evaluate(writer) or last_eval
+                    last_eval_step = self.step
+                if cfg.checkpoint_every > 0 and self.step % cfg.checkpoint_every == 0:
+                    self.save_latest(elapsed())
+                    last_ckpt_step = self.step
+        except KeyboardInterrupt:
+            interrupted = True
+            if self.world_size > 1:
+                raise
+            log.warning("interrupted at step %d: saving checkpoints/latest", self.step)
+        finally:
+            if pbar is not None:
+                pbar.close()
+
+        if interrupted:
+            self.save_latest(elapsed())
+            if writer is not None:
+                writer.close()
+            raise KeyboardInterrupt
+        evaluated = False
+        if self.eval_fn is not None and cfg.eval_at_end and last_eval_step != self.step:
+            last_eval = self._evaluate(writer) or last_eval
+            evaluated = True
+        if evaluated or self.step != last_ckpt_step or not (self.ckpt_dir / "latest").exists():
+            self.save_latest(elapsed())  # after the final eval, so 'best' and eval counters are current
+        loop_steps = self.step - start_step
+        metrics: dict[str, Any] = {
+            "steps": self.step,
+            "final_loss": last_loss,
+            "wall_time_s": elapsed(),
+            "samples_per_s": samples_per_step * loop_steps / max(1e-9, data_time + update_time),
+            "steps_per_s": loop_steps / max(1e-9, data_time + update_time),
+            "data_time_s": data_time,
+            "update_time_s": update_time,
+            "batch_size": cfg.batch_size,
+            "world_size": self.world_size,
+            "num_params": sum(p.numel() for p in self.policy.parameters()),
+            "stopped_early": stopped_early,
+            "resumed_from_step": start_step if start_step else None,
+        }
+        if last_eval is not None:
+            metrics["success_rate"] = float(last_eval.get("success_rate", float("nan")))
+            for k in ("episodes", "env_steps"):
+                if k in last_eval:
+                    metrics[k] = last_eval[k]
+            metrics["eval_step"] = last_eval.get("step")
+            metrics["best_success_rate"] = self.best.success_rate
+            metrics["best_step"] = self.best.step
+        if writer is not None:
+            writer.close()
+        if self.is_main:
+            metrics = _jsonable(metrics)
+            tmp = self.out_dir / ".metrics.json.tmp"
+            tmp.write_text(json.dumps(metrics, indent=2) + "\n")
+            os.replace(tmp, self.out_dir / "metrics.json")
+        if self.world_size > 1:
+            dist.barrier()
+        return metrics
+
+
+def _jsonable(x: Any) -> Any:
+    """Plain JSON values (numpy scalars, tuples, tensors of one element, paths) for config/metrics files."""
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, torch.Tensor):
+        return x.tolist()
+    if isinstance(x, Path):
+        return str(x)
+    if x is None or isinstance(x, bool | int | float | str):
+        return x
+    return str(x)
+
+
+def train(
+    policy: nn.Module,
+    dataset: Dataset,
+    out_dir: str | os.PathLike,
+    *,
+    policy_name: str,
+    shape_meta: Mapping[str, Any],
+    eval_fn: EvalFn | None = None,
+    **cfg: Any,
+) -> dict[str, Any]:
+    """One-call form of :class:`Trainer`: ``train(policy, ds, "runs/x", policy_name=..., shape_meta=..., steps=N)``."""
+    trainer = Trainer(
+        policy,
+        dataset,
+        TrainConfig.from_dict(cfg),
+        out_dir,
+        policy_name=policy_name,
+        shape_meta=shape_meta,
+        eval_fn=eval_fn,
+    )
+    return trainer.fit()
+
+
+__all__ = [
+    "EMAModel",
+    "InfiniteSampler",
+    "TrainConfig",
+    "Trainer",
+    "get_rng_state",
+    "lr_lambda",
+    "seed_everything",
+    "set_rng_state",
+    "train",
+]
