@@ -1,0 +1,76 @@
+"""Images/s of sim's tuned EGL renderer against MuJoCo's default settings, at 84 and 128 px.
+
+Tuned: no shadows, reflections or skybox, no multisampling (``offsamples = 0``) and an offscreen buffer
+the size of the image. Default: the model's settings (4x MSAA, shadows, reflections, a 640 px buffer).
+Run: ``python benchmarks/render_speed.py [--seconds 1.5]``. Prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import mujoco
+import numpy as np
+
+import sim
+from sim.render import CameraRenderer
+
+
+def images_per_s(task: str, size: int, tuned: bool, seconds: float) -> float:
+    """Frames/s of one renderer on a fresh env of ``task`` (camera corner2; model moved between frames)."""
+    with sim.make_env(task) as env:
+        env.reset(seed=0)
+        base = env.unwrapped_envs[0]
+        renderer = CameraRenderer(base.model, size, tuned=tuned)
+        try:
+            renderer.render(base.data, "corner2")  # warm-up (context, textures)
+            n, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                base.data.qpos[:7] += 1e-3  # a new pose each frame, as in a rollout
+                mujoco.mj_kinematics(base.model, base.data)
+                renderer.render(base.data, "corner2")
+                n += 1
+            return n / (time.perf_counter() - start)
+        finally:
+            renderer.close()
+
+
+def image_env_steps_per_s(task: str, size: int, seconds: float) -> float:
+    """Env steps/s of a one-env batched env with state + one camera image observation."""
+    with sim.make_env(task, obs="state+image", image_size=size) as env:
+        env.reset(seed=0)
+        action = np.zeros((1, 4), np.float32)
+        n, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            env.step(action)
+            n += 1
+        return n / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=1.5, help="measuring time per cell")
+    parser.add_argument("--task", default="push-v3")
+    args = parser.parse_args()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs visible; MUJOCO_GL={os.environ['MUJOCO_GL']}")
+    rows = []
+    for size in (84, 128):
+        tuned = images_per_s(args.task, size, True, args.seconds)
+        default = images_per_s(args.task, size, False, args.seconds)
+        env_rate = image_env_steps_per_s(args.task, size, args.seconds)
+        rows.append([f"{size}", f"{tuned:,.0f}", f"{default:,.1f}", f"{tuned / default:.1f}x", f"{env_rate:,.0f}"])
+    header = ["size px", "tuned images/s", "default images/s", "speed-up", "env steps/s with image obs"]
+    print(f"\nRendering {args.task}, camera corner2, one renderer reused:\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---" for _ in header) + "|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()
