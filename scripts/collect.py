@@ -18,13 +18,9 @@ from tqdm import tqdm
 
 from policies.data import DatasetWriter
 from scripts.common import CONFIG_DIR, format_table, start_run, write_metrics
+from sim import episode_seed
 
 KEEP_CHOICES = ("success", "all")
-
-
-def episode_seed(seed: int, index: int) -> int:
-    """Seed of episode ``index`` of a collection run seeded with ``seed`` (independent streams)."""
-    return int(np.random.SeedSequence([int(seed), int(index)]).generate_state(1, dtype=np.uint32)[0])
 
 
 def _final_obs(info: dict[str, Any], next_obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

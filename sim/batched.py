@@ -27,14 +27,17 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from sim.chunking import ActionChunkWrapper
 from sim.errors import check_choice
+from sim.history import ObsHistoryWrapper
 from sim.metaworld_env import MetaWorldEnv, check_seed, episode_seed
 
 VECTORIZATIONS = ("sync", "async")
 
 
-def _make_single_env(kwargs: dict[str, Any], action_chunk: int | None) -> gym.Env:
+def _make_single_env(kwargs: dict[str, Any], action_chunk: int | None, obs_history: int | None = None) -> gym.Env:
     """Worker-side constructor (module level so async workers can unpickle it)."""
     env: gym.Env = MetaWorldEnv(**kwargs)
+    if obs_history is not None:  # below the chunk wrapper: the window advances every executed step
+        env = ObsHistoryWrapper(env, obs_history)
     if action_chunk is not None:
         env = ActionChunkWrapper(env, action_chunk)
     return env
@@ -56,6 +59,7 @@ class BatchedEnv:
         terminate_on_success: bool = True,
         reward: str = "dense",
         vectorization: str = "sync",
+        obs_history: int | None = None,
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
             raise ValueError(f"num_envs={num_envs!r} is not valid: expected an int >= 1")
@@ -66,13 +70,14 @@ class BatchedEnv:
         self.num_envs = int(num_envs)
         self.vectorization = vectorization
         self.action_chunk = None if action_chunk is None else int(action_chunk)
+        self.obs_history = None if obs_history is None else int(obs_history)
         common = dict(
             task=task, obs=obs, image_size=int(image_size), cameras=tuple(cameras),
             max_episode_steps=max_episode_steps, terminate_on_success=terminate_on_success,
             reward=reward, seed=self.seed,
         )
         # Build env 0 here first: it validates every argument with a clear error before any worker starts.
-        probe = _make_single_env({**common, "env_index": 0}, self.action_chunk)
+        probe = _make_single_env({**common, "env_index": 0}, self.action_chunk, self.obs_history)
         base: MetaWorldEnv = probe.unwrapped  # type: ignore[assignment]
         self.task = base.task
         self.obs_mode = base.obs_mode
@@ -83,7 +88,7 @@ class BatchedEnv:
         self.reward_mode = base.reward_mode
         self.dt = base.dt
         self.frame_skip = base.frame_skip
-        fns = [functools.partial(_make_single_env, {**common, "env_index": i}, self.action_chunk)
+        fns = [functools.partial(_make_single_env, {**common, "env_index": i}, self.action_chunk, self.obs_history)
                for i in range(self.num_envs)]
         if vectorization == "sync":
             fns[0] = lambda: probe
@@ -241,15 +246,18 @@ def make_env(
     terminate_on_success: bool = True,
     vectorization: str = "sync",
     reward: str = "dense",
+    obs_history: int | None = None,
 ) -> BatchedEnv:
     """Build the batched env of a Meta-World v3 task (the one entry point scripts and tests use).
 
     ``obs``: "state" | "image" | "state+image"; ``cameras`` name Meta-World cameras (image obs only);
     ``max_episode_steps``: None takes the task's default (sim.tasks), at most 500; ``reward``: "dense"
-    (Meta-World's shaped reward) or "sparse" (-1 per step, 0 on a success step).
+    (Meta-World's shaped reward) or "sparse" (-1 per step, 0 on a success step); ``obs_history=To``: every
+    observation is the window of the last To observations, (B, To, ...) (steering code over chunked envs).
     """
     return BatchedEnv(
         task, num_envs=num_envs, seed=seed, obs=obs, image_size=image_size, cameras=cameras,
         action_chunk=action_chunk, max_episode_steps=max_episode_steps,
         terminate_on_success=terminate_on_success, reward=reward, vectorization=vectorization,
+        obs_history=obs_history,
     )
