@@ -1,0 +1,314 @@
+"""The generative-policy contract that training, evaluation and steering (DSRL, EXPO, V-GPS) rely on.
+
+A policy maps a window of To observations to a chunk of Tp actions by transforming a noise chunk of shape
+``noise_shape = (Tp, Da)``. Everything outside this file talks to policies only through:
+``loss(batch)``, ``sample(obs, noise=None)``, ``noise_shape``, ``reset(env_ids=None)``, ``act(obs)``,
+``get_config()`` and ``shape_meta``. The normaliser is a submodule, so it lives in the state dict.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from policies.encoders import ObsEncoder
+from policies.nets import ConditionalUnet1D, MLPDenoiser
+from policies.normalizer import Normalizer
+
+C = TypeVar("C", bound="PolicyConfig")
+
+
+@dataclass
+class PolicyConfig:
+    """Hyperparameters shared by every generative policy (To / Tp / Ta, backbone, encoders)."""
+
+    n_obs_steps: int = 2  # To: observation window
+    horizon: int = 16  # Tp: predicted action chunk
+    n_action_steps: int = 8  # Ta: executed actions per plan (indices To-1 .. To-1+Ta-1 of the chunk)
+    backbone: str = "mlp"  # "mlp" | "unet"
+    # MLP denoiser (~1.1M params with 39-d state, To=2)
+    mlp_hidden_dim: int = 256
+    mlp_n_blocks: int = 4
+    mlp_cond_mode: str = "film"  # "film" | "concat"
+    time_embed_dim: int = 128  # timestep embedding width (both backbones)
+    level_embed_dim: int = 32  # per-position level embedding width (streaming only)
+    # 1-D UNet (~4.7M params with these sizes)
+    unet_down_dims: tuple[int, ...] = (64, 128, 256)
+    unet_kernel_size: int = 5
+    unet_n_groups: int = 8
+    unet_cond_predict_scale: bool = True
+    # observation encoders
+    lowdim_hidden: tuple[int, ...] = ()  # () = identity on normalised state (diffusion_policy's choice)
+    rgb_channels: tuple[int, ...] = (32, 64, 128)
+    rgb_num_kp: int = 32
+    rgb_feature_dim: int = 64
+    share_rgb_encoder: bool = False
+    image_range: str = "-1_1"  # "-1_1" | "0_1"
+
+    def validate(self) -> None:
+        """Raise ValueError on inconsistent values (called by ``from_dict`` and policy constructors)."""
+        if self.n_obs_steps < 1 or self.horizon < 1 or self.n_action_steps < 1:
+            raise ValueError("n_obs_steps, horizon and n_action_steps must be >= 1")
+        if self.n_obs_steps - 1 + self.n_action_steps > self.horizon:
+            raise ValueError(
+                f"n_obs_steps-1+n_action_steps = {self.n_obs_steps - 1 + self.n_action_steps} exceeds horizon "
+                f"{self.horizon}: executed actions are indices To-1 .. To-1+Ta-1 of the chunk"
+            )
+        _check_choice("backbone", self.backbone, ("mlp", "unet"))
+        _check_choice("mlp_cond_mode", self.mlp_cond_mode, ("film", "concat"))
+        _check_choice("image_range", self.image_range, ("-1_1", "0_1"))
+
+    @classmethod
+    def from_dict(cls: type[C], values: Mapping[str, Any], policy_name: str = "") -> C:
+        """Build from keyword overrides; unknown keys raise naming the key and the nearest valid key."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in values.items():
+            if key not in fields:
+                near = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.0)
+                hint = f"; did you mean {near[0]!r}?" if near else ""
+                raise ValueError(
+                    f"unknown config key {key!r} for policy {policy_name or cls.__name__!r}{hint} "
+                    f"(valid keys: {', '.join(sorted(fields))})"
+                )
+            default = fields[key].default
+            if isinstance(default, tuple) and not isinstance(value, str):
+                value = tuple(value)  # Hydra ListConfig / list -> tuple
+            kwargs[key] = value
+        cfg = cls(**kwargs)
+        cfg.validate()
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable (tuples become lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+
+def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+
+
+ObsLike = Mapping[str, Any]
+
+
+class GenerativePolicy(nn.Module, ABC):
+    """Base class: normaliser + observation encoder + denoiser, the act() queue, and per-row resets.
+
+    ``act`` keeps per-row state: an observation history of To steps (the first observation of an episode
+    is repeated To times, as diffusion_policy's MultiStepWrapper pads) and a queue of Ta actions per row.
+    When some rows' queues are empty, only those rows are re-planned (``_plan`` on the row subset); the
+    other rows keep serving their queues. ``reset(env_ids)`` empties those rows' queues and restarts their
+    history, so batched evaluation with envs finishing at different times stays correct.
+    """
+
+    name: ClassVar[str] = ""
+    config_class: ClassVar[type[PolicyConfig]] = PolicyConfig
+    per_position_levels: ClassVar[bool] = False
+
+    def __init__(self, shape_meta: Mapping[str, Any], config: PolicyConfig, stats: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        config.validate()
+        self.config = config
+        self.shape_meta: dict[str, Any] = _plain(shape_meta)
+        self.obs_keys: list[str] = list(self.shape_meta["obs"].keys())
+        self.action_dim = int(np.prod(self.shape_meta["action"]["shape"]))
+        self.normalizer = Normalizer(self.shape_meta, stats, image_range=config.image_range)
+        self.obs_encoder = ObsEncoder(
+            self.shape_meta,
+            config.n_obs_steps,
+            lowdim_hidden=config.lowdim_hidden,
+            rgb_channels=config.rgb_channels,
+            rgb_num_kp=config.rgb_num_kp,
+            rgb_feature_dim=config.rgb_feature_dim,
+            share_rgb_encoder=config.share_rgb_encoder,
+        )
+        self.model = self._build_denoiser()
+        self._clear_act_state()
+
+    # ------------------------------------------------------------------ construction helpers
+    def _build_denoiser(self) -> nn.Module:
+        c = self.config
+        if c.backbone == "mlp":
+            return MLPDenoiser(
+                self.action_dim, c.horizon, self.obs_encoder.out_dim, c.mlp_hidden_dim, c.mlp_n_blocks,
+                c.time_embed_dim, c.mlp_cond_mode, self.per_position_levels, c.level_embed_dim,
+            )
+        return ConditionalUnet1D(
+            self.action_dim, self.obs_encoder.out_dim, c.horizon, c.time_embed_dim, c.unet_down_dims,
+            c.unet_kernel_size, c.unet_n_groups, c.unet_cond_predict_scale, self.per_position_levels, c.level_embed_dim,
+        )
+
+    def get_config(self) -> dict[str, Any]:
+        """The config as a JSON-serialisable dict; ``make_policy(name, shape_meta, **get_config())`` rebuilds it."""
+        return self.config.to_dict()
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def noise_shape(self) -> tuple[int, int]:
+        """Shape of one noise sample (Tp, Da): what ``sample(obs, noise)`` takes per batch row."""
+        return (self.config.horizon, self.action_dim)
+
+    # ------------------------------------------------------------------ observation handling
+    def _as_tensor(self, key: str, x: Any) -> torch.Tensor:
+        t = torch.as_tensor(x, device=self.device)
+        if self.shape_meta["obs"][key].get("type", "low_dim") == "rgb":
+            return t  # uint8 kept; the normaliser converts
+        return t.float()
+
+    def _obs_to_tensors(self, obs: ObsLike, steps: bool) -> dict[str, torch.Tensor]:
+        """Validate keys and shapes: (B, To, *shape) when ``steps`` else (B, *shape)."""
+        out = {}
+        for key in self.obs_keys:
+            if key not in obs:
+                raise KeyError(f"observation lacks key {key!r}; policy expects {self.obs_keys}, got {sorted(obs)}")
+            t = self._as_tensor(key, obs[key])
+            shape = tuple(self.shape_meta["obs"][key]["shape"])
+            lead = 2 if steps else 1
+            if tuple(t.shape[lead:]) != shape or t.dim() != lead + len(shape):
+                want = "(B, To, " if steps else "(B, "
+                raise ValueError(f"obs[{key!r}] has shape {tuple(t.shape)}, expected {want}{', '.join(map(str, shape))})")
+            if steps and t.shape[1] != self.config.n_obs_steps:
+                raise ValueError(f"obs[{key!r}] has {t.shape[1]} steps, policy uses n_obs_steps={self.config.n_obs_steps}")
+            out[key] = t
+        return out
+
+    def encode_obs(self, obs: ObsLike) -> torch.Tensor:
+        """Raw obs window {key: (B, To, ...)} -> global condition (B, G). Run once per sample call."""
+        t = self._obs_to_tensors(obs, steps=True)
+        return self.obs_encoder(self.normalizer.normalize_obs(t))
+
+    def _noise(self, noise: Any, batch: int) -> torch.Tensor:
+        if noise is None:
+            return torch.randn(batch, *self.noise_shape, device=self.device)
+        n = torch.as_tensor(noise, device=self.device, dtype=torch.float32)
+        if tuple(n.shape) != (batch, *self.noise_shape):
+            raise ValueError(f"noise has shape {tuple(n.shape)}, expected (B, *noise_shape) = {(batch, *self.noise_shape)}")
+        return n
+
+    # ------------------------------------------------------------------ the contract
+    @abstractmethod
+    def loss(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+        """Training loss on a raw-unit batch {"obs": {key: (B, To, ...)}, "action": (B, Tp, Da)}."""
+
+    @abstractmethod
+    def _sample_normalized(self, cond: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Deterministic map (cond (B, G), noise (B, Tp, Da)) -> normalised action chunk (B, Tp, Da)."""
+
+    def sample(self, obs: ObsLike, noise: Any = None) -> torch.Tensor:
+        """Action chunk (B, Tp, Da) in raw units; with ``noise`` given, a deterministic function of (obs, noise)."""
+        with torch.no_grad():
+            cond = self.encode_obs(obs)  # (B, G)
+            x0 = self._sample_normalized(cond, self._noise(noise, cond.shape[0]))  # (B, Tp, Da)
+            return self.normalizer.unnormalize("action", x0)
+
+    def _prepare_batch(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Raw batch -> (cond (B, G), normalised action (B, Tp, Da)); gradients flow into the encoder."""
+        cond = self.encode_obs(batch["obs"])
+        action = torch.as_tensor(batch["action"], device=self.device, dtype=torch.float32)
+        if tuple(action.shape[1:]) != self.noise_shape:
+            raise ValueError(f"batch['action'] has shape {tuple(action.shape)}, expected (B, {self.config.horizon}, {self.action_dim})")
+        return cond, self.normalizer.normalize("action", action)
+
+    # ------------------------------------------------------------------ acting
+    def _clear_act_state(self) -> None:
+        self._batch = 0
+        self._hist: dict[str, torch.Tensor] | None = None  # {key: (B, To, ...)}
+        self._queue: torch.Tensor | None = None  # (B, Ta, Da) raw units
+        self._qpos: torch.Tensor | None = None  # (B,) next index into the queue; Ta = empty
+        self._restart: torch.Tensor | None = None  # (B,) rows whose history restarts at the next obs
+
+    def _reset_state(self, env_ids: torch.Tensor | None) -> None:
+        """Hook for per-episode state beyond the queue (SDP buffer); ``None`` = all rows."""
+
+    def reset(self, env_ids: Sequence[int] | np.ndarray | torch.Tensor | None = None) -> None:
+        """Clear per-episode state for all rows, or only for ``env_ids`` (their queue and history restart)."""
+        if env_ids is None or self._hist is None:
+            self._clear_act_state()
+            self._reset_state(None)
+            return
+        ids = torch.as_tensor(env_ids, dtype=torch.long, device=self.device).reshape(-1)
+        if ids.numel() == 0:
+            return
+        assert self._qpos is not None and self._restart is not None
+        self._qpos[ids] = self.config.n_action_steps
+        self._restart[ids] = True
+        self._reset_state(ids)
+
+    def _plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
+        """Plan chunks (n, Tp, Da) for ``rows`` (None = all) from their obs windows; SDP overrides this."""
+        return self.sample(obs)
+
+    def act(self, obs: ObsLike) -> torch.Tensor | np.ndarray:
+        """Next action (B, Da) for the current single-step obs {key: (B, ...)}; numpy in -> numpy out."""
+        to_numpy = any(isinstance(v, np.ndarray) for v in obs.values())
+        cur = self._obs_to_tensors(obs, steps=False)
+        b = next(iter(cur.values())).shape[0]
+        cfg = self.config
+        with torch.no_grad():
+            if self._hist is None or b != self._batch:
+                self._reset_state(None)  # batch-size change re-initialises everything
+                self._batch = b
+                self._hist = {k: v.unsqueeze(1).repeat_interleave(cfg.n_obs_steps, dim=1) for k, v in cur.items()}
+                self._queue = torch.zeros(b, cfg.n_action_steps, self.action_dim, device=self.device)
+                self._qpos = torch.full((b,), cfg.n_action_steps, dtype=torch.long, device=self.device)
+                self._restart = torch.zeros(b, dtype=torch.bool, device=self.device)
+            else:
+                assert self._restart is not None
+                for k, v in cur.items():
+                    h = torch.cat([self._hist[k][:, 1:], v.unsqueeze(1)], dim=1)  # (B, To, ...)
+                    if self._restart.any():
+                        h[self._restart] = v[self._restart].unsqueeze(1).repeat_interleave(cfg.n_obs_steps, dim=1)
+                    self._hist[k] = h
+                self._restart.zero_()
+            assert self._queue is not None and self._qpos is not None
+            empty = self._qpos >= cfg.n_action_steps  # (B,)
+            if empty.any():
+                if bool(empty.all()):
+                    rows, sub = None, self._hist
+                else:
+                    rows = empty.nonzero().squeeze(1)
+                    sub = {k: v[rows] for k, v in self._hist.items()}
+                plan = self._plan(sub, rows)  # (n, Tp, Da)
+                start = cfg.n_obs_steps - 1
+                self._queue[empty] = plan[:, start : start + cfg.n_action_steps].to(self._queue.dtype)
+                self._qpos[empty] = 0
+            action = self._queue[torch.arange(b, device=self.device), self._qpos]  # (B, Da)
+            self._qpos += 1
+        return action.cpu().numpy() if to_numpy else action
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> GenerativePolicy:
+        """Deep copy without the episode state (e.g. the trainer's EMA copy)."""
+        cls = self.__class__
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            setattr(new, k, copy.deepcopy(v, memo))
+        new._clear_act_state()
+        new._reset_state(None)
+        return new
+
+
+def _plain(x: Any) -> Any:
+    """Hydra/OmegaConf containers and tuples -> plain dicts/lists (JSON-serialisable shape_meta)."""
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)) or (hasattr(x, "__iter__") and not isinstance(x, (str, bytes, np.ndarray, torch.Tensor))):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    return x

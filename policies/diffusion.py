@@ -1,0 +1,198 @@
+"""Diffusion Policy (Chi et al.): DDPM training, DDIM (eta=0) or DDPM sampling, diffusers schedulers.
+
+Sampling with DDIM uses a vectorised update over precomputed coefficients instead of calling
+``DDIMScheduler.step`` in the loop: diffusers' per-step bookkeeping (~0.17 ms) is comparable to one
+forward pass of the default MLP (~0.3 ms). The coefficients are computed with the same float32 tensor
+operations as ``DDIMScheduler.step``, so the result matches diffusers' loop (tested to 1e-6, "leading"
+timestep spacing, ``set_alpha_to_one=True``, ``steps_offset=0``: t in {90, 80, ..., 0} for 100/10).
+
+``scheduler="ddpm"`` samples with diffusers' ``DDPMScheduler`` (stochastic) when no noise is given;
+when ``noise`` is given, sampling is always DDIM with eta=0 so the result is a deterministic function of
+(obs, noise), which latent-noise steering (DSRL) relies on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from diffusers import DDIMScheduler, DDPMScheduler
+
+from policies.base import GenerativePolicy, PolicyConfig, _check_choice
+
+
+@dataclass
+class DiffusionConfig(PolicyConfig):
+    """Diffusion-specific hyperparameters (defaults: the design card's CPU calibration)."""
+
+    num_train_timesteps: int = 100
+    num_inference_steps: int = 10
+    scheduler: str = "ddim"  # sampler when no noise is given: "ddim" | "ddpm"
+    beta_schedule: str = "squaredcos_cap_v2"
+    beta_start: float = 1e-4  # used by "linear" / "scaled_linear" schedules
+    beta_end: float = 2e-2
+    prediction_type: str = "sample"  # "epsilon" | "sample" | "v_prediction"
+    clip_sample: bool = True  # clamp predicted x0 to [-clip_sample_range, clip_sample_range]
+    clip_sample_range: float = 1.0
+
+    def validate(self) -> None:
+        super().validate()
+        _check_choice("scheduler", self.scheduler, ("ddim", "ddpm"))
+        _check_choice("prediction_type", self.prediction_type, ("epsilon", "sample", "v_prediction"))
+        _check_choice("beta_schedule", self.beta_schedule, ("linear", "scaled_linear", "squaredcos_cap_v2"))
+        if not 1 <= self.num_inference_steps <= self.num_train_timesteps:
+            raise ValueError(f"num_inference_steps must be in [1, num_train_timesteps={self.num_train_timesteps}]")
+
+
+def ddim_update(
+    x: torch.Tensor,
+    out: torch.Tensor,
+    sa: float | torch.Tensor,
+    sb: float | torch.Tensor,
+    sap: float | torch.Tensor,
+    sdir: float | torch.Tensor,
+    prediction_type: str,
+    clip: float | None,
+) -> torch.Tensor:
+    """One DDIM (eta=0) step, written exactly as ``DDIMScheduler.step`` computes it.
+
+    sa = sqrt(alpha_bar_t), sb = sqrt(1 - alpha_bar_t), sap = sqrt(alpha_bar_prev), sdir = sqrt(1 - alpha_bar_prev);
+    floats for a shared timestep, or (B, Tp, 1) tensors for per-position levels (streaming).
+    """
+    if prediction_type == "epsilon":
+        x0 = (x - sb * out) / sa
+        eps = out
+    elif prediction_type == "sample":
+        x0 = out
+        eps = (x - sa * x0) / sb
+    else:  # v_prediction
+        x0 = sa * x - sb * out
+        eps = sa * out + sb * x
+    if clip is not None:
+        x0 = x0.clamp(-clip, clip)
+    return sap * x0 + sdir * eps
+
+
+class DDIMTable:
+    """Per-timestep DDIM coefficients, computed with diffusers' float32 ops, for a fixed inference grid."""
+
+    def __init__(self, train_scheduler: DDPMScheduler, num_inference_steps: int) -> None:
+        cfg = train_scheduler.config
+        ratio = cfg.num_train_timesteps // num_inference_steps
+        self.ratio = ratio
+        self.timesteps = [k * ratio for k in range(num_inference_steps)][::-1]  # "leading", offset 0
+        ac = train_scheduler.alphas_cumprod.float()  # (T,)
+        one = torch.tensor(1.0)
+        # indexed by inference level k in [0, N-1]: timestep k*ratio, previous level k-1 (alpha_bar = 1 below 0)
+        a_t = torch.stack([ac[k * ratio] for k in range(num_inference_steps)])  # (N,)
+        a_prev = torch.stack([ac[(k - 1) * ratio] if k > 0 else one for k in range(num_inference_steps)])
+        zero = torch.tensor(0.0)
+        self.sa = torch.stack([a ** 0.5 for a in a_t])  # (N,)
+        self.sb = torch.stack([(1 - a) ** 0.5 for a in a_t])
+        self.sap = torch.stack([a ** 0.5 for a in a_prev])
+        self.sdir = torch.stack([(1 - a - zero**2) ** 0.5 for a in a_prev])
+        self.sa_l, self.sb_l = self.sa.tolist(), self.sb.tolist()
+        self.sap_l, self.sdir_l = self.sap.tolist(), self.sdir.tolist()
+
+
+class DiffusionPolicy(GenerativePolicy):
+    """Diffusion Policy with a shared timestep per sample; MLP or 1-D UNet denoiser."""
+
+    name = "diffusion"
+    config_class = DiffusionConfig
+    config: DiffusionConfig
+
+    def __init__(self, shape_meta: Mapping[str, Any], config: DiffusionConfig, stats: Mapping[str, Any] | None = None) -> None:
+        super().__init__(shape_meta, config, stats)
+        self.noise_scheduler = self.make_train_scheduler()
+        self._ddim_cache: dict[int, DDIMTable] = {}
+
+    def make_train_scheduler(self) -> DDPMScheduler:
+        """The DDPM scheduler used for training noise (and for stochastic DDPM sampling)."""
+        c = self.config
+        return DDPMScheduler(
+            num_train_timesteps=c.num_train_timesteps, beta_start=c.beta_start, beta_end=c.beta_end,
+            beta_schedule=c.beta_schedule, variance_type="fixed_small", clip_sample=c.clip_sample,
+            clip_sample_range=c.clip_sample_range, prediction_type=c.prediction_type,
+        )
+
+    def make_ddim_scheduler(self) -> DDIMScheduler:
+        """The stock diffusers DDIM scheduler our vectorised sampler reproduces (used by tests and tools)."""
+        c = self.config
+        s = DDIMScheduler(
+            num_train_timesteps=c.num_train_timesteps, beta_start=c.beta_start, beta_end=c.beta_end,
+            beta_schedule=c.beta_schedule, clip_sample=c.clip_sample, clip_sample_range=c.clip_sample_range,
+            set_alpha_to_one=True, steps_offset=0, prediction_type=c.prediction_type, timestep_spacing="leading",
+        )
+        s.set_timesteps(c.num_inference_steps)
+        return s
+
+    def ddim_table(self, num_inference_steps: int | None = None) -> DDIMTable:
+        n = num_inference_steps or self.config.num_inference_steps
+        if n not in self._ddim_cache:
+            self._ddim_cache[n] = DDIMTable(self.noise_scheduler, n)
+        return self._ddim_cache[n]
+
+    @property
+    def _clip(self) -> float | None:
+        return self.config.clip_sample_range if self.config.clip_sample else None
+
+    # ------------------------------------------------------------------ training
+    def loss(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+        """MSE between the denoiser output and the target of ``prediction_type`` at a uniform random t."""
+        cond, x0 = self._prepare_batch(batch)  # (B, G), (B, Tp, Da)
+        b = x0.shape[0]
+        eps = torch.randn_like(x0)
+        t = torch.randint(0, self.config.num_train_timesteps, (b,), device=x0.device)  # (B,)
+        xt = self.noise_scheduler.add_noise(x0, eps, t)  # (B, Tp, Da)
+        pred = self.model(xt, t, cond)
+        target = self._target(x0, eps, t)
+        loss = F.mse_loss(pred, target)
+        return loss, {"loss": float(loss.detach())}
+
+    def _target(self, x0: torch.Tensor, eps: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        if self.config.prediction_type == "epsilon":
+            return eps
+        if self.config.prediction_type == "sample":
+            return x0
+        return self.noise_scheduler.get_velocity(x0, eps, t)
+
+    # ------------------------------------------------------------------ sampling
+    def _sample_normalized(self, cond: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return self.ddim_sample(cond, noise)
+
+    def ddim_sample(self, cond: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """DDIM eta=0 from x_T = noise (B, Tp, Da), normalised units; a deterministic map."""
+        tab = self.ddim_table()
+        n = len(tab.timesteps)
+        ts = torch.tensor(tab.timesteps, device=noise.device)  # (N,)
+        b = noise.shape[0]
+        x = noise
+        pt, clip = self.config.prediction_type, self._clip
+        for i in range(n):
+            k = n - 1 - i  # inference level of this step
+            out = self.model(x, ts[i].expand(b), cond)  # (B, Tp, Da)
+            x = ddim_update(x, out, tab.sa_l[k], tab.sb_l[k], tab.sap_l[k], tab.sdir_l[k], pt, clip)
+        return x
+
+    def ddpm_sample(self, cond: torch.Tensor, noise: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Stochastic DDPM ancestral sampling with diffusers' scheduler (normalised units)."""
+        sched = self.make_train_scheduler()
+        sched.set_timesteps(self.config.num_inference_steps, device=noise.device)
+        x = noise
+        for t in sched.timesteps:
+            out = self.model(x, t.expand(x.shape[0]).to(noise.device), cond)
+            x = sched.step(out, t, x, generator=generator).prev_sample
+        return x
+
+    def sample(self, obs: Mapping[str, Any], noise: Any = None) -> torch.Tensor:
+        """(B, Tp, Da) raw actions. DDIM (deterministic in noise) unless scheduler="ddpm" and noise is None."""
+        if noise is not None or self.config.scheduler == "ddim":
+            return super().sample(obs, noise)
+        with torch.no_grad():
+            cond = self.encode_obs(obs)
+            x0 = self.ddpm_sample(cond, self._noise(None, cond.shape[0]))
+            return self.normalizer.unnormalize("action", x0)

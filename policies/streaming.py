@@ -1,0 +1,238 @@
+"""Streaming Diffusion Policy (Høeg et al.; "TEDi" in the reference code), with the reference's defects fixed.
+
+A persistent action buffer (B, Tp, Da) holds positions at different noise levels. With
+h = floor((Tp - (To-1)) / Ta) chunks, position i belongs to chunk c(i) = clamp(floor((i-(To-1))/Ta), 0, h-1)
+and starts a call at level k(i) = floor(N (c(i)+1) / h) - 1. Each call runs N/h denoiser calls (all
+positions step down one level per call) until the executed positions To-1 .. To-1+Ta-1 are clean (level
+-1), returns the buffer, shifts it left by Ta, drops the partially denoised tail, appends fresh N(0, I)
+at level N-1, and re-noises the first To-1 (clean, already executed) positions to chunk 0's level
+(the reference discards ``add_noise``'s result; here it is assigned).
+
+Scheduler path: DDIM, eta = 0, on the inference grid. Inference levels k in {-1, ..., N_inf-1} map to
+train timesteps t = k * (N_train // N_inf) ("leading" spacing, as DDIMScheduler), and a step from level k
+goes to k-1 (alpha_bar = 1 below level 0). The reference's DDIM variant fed inference indices as train
+timesteps; this one does not. N_inf must be divisible by h (so levels stay aligned after each shift) and
+N_train by N_inf (so every inference level vector lies in the training support, checked at construction).
+
+Training (``loss``) uses N = num_train_timesteps: with probability ``p_chunkwise`` (0.8) chunk-wise levels
+k(i, j) = floor(N (c(i)+1)/h) - 1 - j with j ~ U{0 .. floor(N/h) - 1}, else one level ~ U{0 .. N-1} for
+all positions (plain DP). ``sample(obs, noise)`` is a stateless full N_inf-step DDIM at constant levels
+(DP sampling with this network; deterministic in noise); ``act`` and ``stream_step`` use the buffer.
+Per-row reset re-initialises that row's buffer; all rows then keep identical level vectors, so the rows
+planned together always share one level schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from policies.base import _check_choice
+from policies.diffusion import DiffusionConfig, DiffusionPolicy, ddim_update
+
+
+@dataclass
+class StreamingConfig(DiffusionConfig):
+    """SDP hyperparameters; horizon 20 with To=2, Ta=8 gives h=2 chunks (the reference's lowdim config)."""
+
+    horizon: int = 20
+    p_chunkwise: float = 0.8  # training mixture: chunk-wise levels vs one constant level
+    buffer_init: str = "zero"  # "zero": zeros noised to k(i) (fresh noise at level N-1) | "denoise"
+
+    def validate(self) -> None:
+        super().validate()
+        _check_choice("scheduler", self.scheduler, ("ddim",))
+        _check_choice("buffer_init", self.buffer_init, ("zero", "denoise"))
+        h = (self.horizon - (self.n_obs_steps - 1)) // self.n_action_steps
+        if h < 1:
+            raise ValueError("streaming needs horizon - (n_obs_steps-1) >= n_action_steps")
+        if self.num_inference_steps % h:
+            ok = [n for n in range(h, self.num_train_timesteps + 1, h) if self.num_train_timesteps % n == 0]
+            raise ValueError(
+                f"num_inference_steps={self.num_inference_steps} must be divisible by h={h} chunks "
+                f"(horizon={self.horizon}, n_obs_steps={self.n_obs_steps}, n_action_steps={self.n_action_steps}); "
+                f"valid values with num_train_timesteps={self.num_train_timesteps}: {ok or 'none, change num_train_timesteps too'}"
+            )
+        if self.num_train_timesteps % self.num_inference_steps:
+            raise ValueError("num_train_timesteps must be divisible by num_inference_steps (train/test level coverage)")
+        if not 0.0 <= self.p_chunkwise <= 1.0:
+            raise ValueError("p_chunkwise must be in [0, 1]")
+
+
+class StreamingDiffusionPolicy(DiffusionPolicy):
+    """SDP: per-position noise levels, a persistent buffer, N/h denoiser calls per ``act`` refill."""
+
+    name = "streaming"
+    config_class = StreamingConfig
+    config: StreamingConfig
+    per_position_levels = True
+
+    def __init__(self, shape_meta: Mapping[str, Any], config: StreamingConfig, stats: Mapping[str, Any] | None = None) -> None:
+        super().__init__(shape_meta, config, stats)
+        c = config
+        to1, ta, tp = c.n_obs_steps - 1, c.n_action_steps, c.horizon
+        self.h = (tp - to1) // ta
+        pos = torch.arange(tp)
+        self.register_buffer("chunk_index", ((pos - to1).div(ta, rounding_mode="floor")).clamp(0, self.h - 1), persistent=False)
+        n_inf, n_tr = c.num_inference_steps, c.num_train_timesteps
+        self.register_buffer("init_levels", (n_inf * (self.chunk_index + 1)).div(self.h, rounding_mode="floor") - 1, persistent=False)
+        self.register_buffer("train_chunk_levels", (n_tr * (self.chunk_index + 1)).div(self.h, rounding_mode="floor") - 1, persistent=False)
+        self.nfe_per_call = n_inf // self.h
+        self.exec_pos = to1 + ta - 1  # last executed position
+        self.keep = to1 + ta * (self.h - 1)  # positions surviving a shift
+        self._buffer: torch.Tensor | None = None  # (B, Tp, Da) normalised
+        self._levels: torch.Tensor | None = None  # (B, Tp) inference levels
+        self._needs_init: torch.Tensor | None = None  # (B,) rows to re-initialise before the next call
+        self.last_call_levels: torch.Tensor | None = None
+        self.check_coverage()
+
+    # ------------------------------------------------------------------ training
+    def sample_train_levels(self, b: int, device: torch.device | None = None) -> torch.Tensor:
+        """Per-position train timesteps (B, Tp) from the chunk-wise / constant mixture."""
+        device = device or self.device
+        n, per = self.config.num_train_timesteps, self.config.num_train_timesteps // self.h
+        j = torch.randint(0, per, (b, 1), device=device)
+        chunkwise = self.train_chunk_levels.to(device)[None] - j  # (B, Tp)
+        const = torch.randint(0, n, (b, 1), device=device).expand(b, self.config.horizon)
+        use_cw = torch.rand(b, 1, device=device) < self.config.p_chunkwise
+        return torch.where(use_cw, chunkwise, const)
+
+    def train_level_support(self) -> set[tuple[int, ...]]:
+        """Every level vector the training sampler can produce (train timesteps)."""
+        n, tp = self.config.num_train_timesteps, self.config.horizon
+        cw = {tuple((self.train_chunk_levels - j).tolist()) for j in range(n // self.h)}
+        return cw | {(k,) * tp for k in range(n)}
+
+    def inference_level_vectors(self) -> set[tuple[int, ...]]:
+        """Every per-position train-timestep vector the denoiser sees during streaming and full sampling."""
+        ratio = self.ddim_table().ratio
+        seen = {tuple((self.init_levels - i).mul(ratio).tolist()) for i in range(self.nfe_per_call)}
+        seen |= {(k * ratio,) * self.config.horizon for k in range(self.config.num_inference_steps)}
+        return seen
+
+    def check_coverage(self) -> None:
+        """Fail at construction if inference would query level vectors the training sampler never draws."""
+        missing = self.inference_level_vectors() - self.train_level_support()
+        if missing:
+            raise ValueError(f"streaming config: inference level vectors outside the training support, e.g. {min(missing)}")
+
+    def loss(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+        """Per-position-level denoising loss under the SDP training mixture."""
+        cond, x0 = self._prepare_batch(batch)  # (B, G), (B, Tp, Da)
+        b = x0.shape[0]
+        eps = torch.randn_like(x0)
+        t = self.sample_train_levels(b, x0.device)  # (B, Tp)
+        ac = self.noise_scheduler.alphas_cumprod.to(x0.device)[t].unsqueeze(-1)  # (B, Tp, 1)
+        sa, sb = ac.sqrt(), (1 - ac).sqrt()
+        xt = sa * x0 + sb * eps
+        pred = self.model(xt, t, cond)
+        pt = self.config.prediction_type
+        target = eps if pt == "epsilon" else x0 if pt == "sample" else sa * eps - sb * x0
+        loss = F.mse_loss(pred, target)
+        return loss, {"loss": float(loss.detach())}
+
+    # ------------------------------------------------------------------ denoising with per-position levels
+    def denoise_levels(self, x: torch.Tensor, levels: torch.Tensor, cond: torch.Tensor, n_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run ``n_steps`` DDIM steps on buffer x (B, Tp, Da) at inference levels (B, Tp); returns (x, levels)."""
+        tab = self.ddim_table()
+        dev = x.device
+        sa_t, sb_t, sap_t, sdir_t = (v.to(dev) for v in (tab.sa, tab.sb, tab.sap, tab.sdir))
+        pt, clip = self.config.prediction_type, self._clip
+        for _ in range(n_steps):
+            if bool((levels < 0).any()):
+                raise AssertionError(f"SDP step with a negative level (would wrap alphas_cumprod): {levels[0].tolist()}")
+            out = self.model(x, levels * tab.ratio, cond)  # (B, Tp, Da)
+            g = levels.unsqueeze(-1)  # (B, Tp, 1)
+            x = ddim_update(x, out, sa_t[g], sb_t[g], sap_t[g], sdir_t[g], pt, clip)
+            levels = (levels - 1).clamp(min=-1)
+        return x, levels
+
+    def _sample_normalized(self, cond: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Full DDIM from noise at level N-1 for every position (DP sampling with this network)."""
+        n = self.config.num_inference_steps
+        levels = torch.full((noise.shape[0], self.config.horizon), n - 1, dtype=torch.long, device=noise.device)
+        return self.denoise_levels(noise, levels, cond, n)[0]
+
+    # ------------------------------------------------------------------ streaming buffer
+    def _q_sample(self, x0: torch.Tensor, noise: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """Forward-noise x0 (B, P, Da) to per-position train timesteps t (B, P) (DDPMScheduler.add_noise, per position)."""
+        ac = self.noise_scheduler.alphas_cumprod.to(x0.device)[t].unsqueeze(-1)  # (B, P, 1)
+        return ac.sqrt() * x0 + (1 - ac).sqrt() * noise
+
+    def init_buffer(self, cond: torch.Tensor, noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Fresh buffer (B, Tp, Da) and levels (B, Tp) for B rows (cond (B, G)).
+
+        "zero": positions at level N-1 hold pure noise (like appended positions), lower levels hold zeros
+        noised to their level. "denoise": a full DDIM denoise, then re-noised to k(i) with fresh noise.
+        """
+        b = cond.shape[0]
+        noise = self._noise(noise, b)
+        levels = self.init_levels.to(noise.device).expand(b, -1).clone()  # (B, Tp)
+        t = levels * self.ddim_table().ratio
+        if self.config.buffer_init == "zero":
+            buf = self._q_sample(torch.zeros_like(noise), noise, t)
+            buf = torch.where((levels == self.config.num_inference_steps - 1).unsqueeze(-1), noise, buf)
+        else:
+            buf = self._q_sample(self._sample_normalized(cond, noise), torch.randn_like(noise), t)
+        return buf, levels
+
+    def _reset_state(self, env_ids: torch.Tensor | None) -> None:
+        if env_ids is None:
+            self._buffer = self._levels = self._needs_init = None
+        elif self._needs_init is not None:
+            self._needs_init[env_ids.to(self._needs_init.device)] = True
+
+    def stream_step(self, obs: Mapping[str, Any], init_noise: Any = None) -> torch.Tensor:
+        """One streaming call for all rows: (B, Tp, Da) raw chunk whose executed positions are clean.
+
+        The buffer is (re)initialised when missing or when the batch size changed; ``init_noise``
+        (B, Tp, Da) fixes that initial noise.
+        """
+        with torch.no_grad():
+            cond = self.encode_obs(obs)
+            return self._stream(cond, None, init_noise)
+
+    def _plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
+        with torch.no_grad():
+            return self._stream(self.encode_obs(obs), rows, None)
+
+    def _stream(self, cond: torch.Tensor, rows: torch.Tensor | None, init_noise: Any) -> torch.Tensor:
+        n_rows = cond.shape[0]
+        full_b = n_rows if rows is None else self._batch
+        if self._buffer is None or self._buffer.shape[0] != full_b:
+            if rows is not None:  # first plan with a subset cannot happen through act(); guard anyway
+                raise RuntimeError("SDP buffer missing for a partial-row plan; call reset() first")
+            self._buffer, self._levels = self.init_buffer(cond, init_noise)
+            self._needs_init = torch.zeros(full_b, dtype=torch.bool, device=cond.device)
+        assert self._levels is not None and self._needs_init is not None
+        idx = torch.arange(full_b, device=cond.device) if rows is None else rows
+        buf, levels = self._buffer[idx], self._levels[idx]  # (n, Tp, Da), (n, Tp)
+        redo = self._needs_init[idx]
+        if bool(redo.any()):
+            nb, nl = self.init_buffer(cond[redo])
+            buf[redo], levels[redo] = nb, nl
+            self._needs_init[idx[redo]] = False
+        if not bool((levels == levels[:1]).all()):
+            raise AssertionError("SDP rows planned together must share one level vector")
+        buf, levels = self.denoise_levels(buf, levels, cond, self.nfe_per_call)
+        if not bool((levels[:, : self.exec_pos + 1] == -1).all()):
+            raise AssertionError(f"executed positions not clean after {self.nfe_per_call} NFEs: {levels[0].tolist()}")
+        chunk = buf.clone()  # (n, Tp, Da)
+        self.last_call_levels = levels.clone()  # (n, Tp) levels at return, for inspection and tests
+        # shift by Ta, drop the partially denoised tail, append fresh noise at level N-1
+        ta, to1, top = self.config.n_action_steps, self.config.n_obs_steps - 1, self.config.num_inference_steps - 1
+        fresh = torch.randn(n_rows, self.config.horizon - self.keep, self.action_dim, device=buf.device)
+        buf = torch.cat([buf[:, ta : ta + self.keep], fresh], dim=1)
+        levels = torch.cat([levels[:, ta : ta + self.keep], torch.full_like(levels[:, self.keep :], top)], dim=1)
+        # re-noise the first To-1 (clean, executed) positions to chunk 0's level -- and keep the result
+        if to1 > 0:
+            levels[:, :to1] = self.init_levels[0]
+            buf[:, :to1] = self._q_sample(buf[:, :to1], torch.randn_like(buf[:, :to1]), levels[:, :to1] * self.ddim_table().ratio)
+        if not bool((levels == self.init_levels).all()):
+            raise AssertionError(f"SDP levels drifted: {levels[0].tolist()} != {self.init_levels.tolist()}")
+        self._buffer[idx], self._levels[idx] = buf, levels
+        return self.normalizer.unnormalize("action", chunk)
