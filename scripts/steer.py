@@ -64,7 +64,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     env = sim.make_env(task, num_envs=int(cfg.num_envs), seed=int(cfg.seed), obs="state", action_chunk=ta,
                        obs_history=to, vectorization=cfg.vectorization)
     obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
-    agent = DSRL(base, obs_dim, slice(to - 1, to - 1 + ta), DSRLConfig(variant=cfg.variant, **cfg.dsrl),
+    agent = DSRL(base, obs_dim, slice(to - 1, to - 1 + ta), DSRLConfig(variant=cfg.variant, **OmegaConf.to_container(cfg.dsrl)),
                  obs_keys=keys)
     run_cfg = DSRLRunConfig(env_steps=int(cfg.env_steps), seed=int(cfg.seed), **OmegaConf.to_container(cfg.run))
 
