@@ -78,8 +78,8 @@ def plot(root: Path, runs: dict[str, dict[str, Any]], rows: list[dict[str, Any]]
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("success rate (95% Wilson CI)")
     ax.set_title("success by run")
-    for i, r in enumerate(rates):
-        ax.text(i, min(r + 0.03, 1.0), f"{r:.0%}", ha="center")
+    for i, r in enumerate(rates):  # inside the bar, clear of the error bars
+        ax.text(i + 0.2, max(r - 0.08, 0.02), f"{r:.0%}", ha="center", color="white" if r > 0.1 else "black")
     if curves:
         ax = axes[0, 1]
         for name, (steps, values) in curves.items():
