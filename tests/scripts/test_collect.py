@@ -102,3 +102,27 @@ def test_cli_rejects_unknown_task(tmp_path):
 def test_bad_keep_value(tmp_path, keep):
     with pytest.raises(ValueError, match="success"):
         collect(_cfg(keep=keep, episodes=1), tmp_path)
+
+
+def test_ctrl_c_leaves_a_valid_file_with_the_finished_episodes(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scripts.collect", "task=reach-v3", "episodes=100000", "progress=false", f"out={out}"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    partial = out / "demos.hdf5.partial"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (partial.exists() and partial.stat().st_size > 50_000):
+        time.sleep(0.2)  # wait until some episodes are on disk
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err
+    with open_dataset(out / "demos.hdf5") as demos:  # the finished episodes, in a valid file
+        assert demos.num_episodes >= 1
+        assert demos.summary()["success_rate"] == 1.0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["interrupted"] and metrics["episodes"] == demos.num_episodes
