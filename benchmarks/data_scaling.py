@@ -1,0 +1,93 @@
+"""Success rate vs number of demonstrations, per task and policy (issue: imitation policies).
+
+For every (task, policy, demos, seed): collect 100 expert demos once per task, train on the first N
+training demos (``demo_limit``) for a fixed number of steps, and evaluate the final EMA weights on
+``--episodes`` initial states never seen in training (eval seed 200000). Results are appended to
+``<out>/results.jsonl`` as each run finishes, so an interrupted grid resumes where it stopped.
+
+    python benchmarks/data_scaling.py --tasks push-v3 --policies diffusion flow streaming \
+        --demos 10 25 100 --seeds 0 1 --steps 15000 --episodes 100 --out runs/bench/data_scaling
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def _run(args: list[str], log: Path) -> None:
+    with log.open("w") as f:
+        subprocess.run([PY, "-m", *args], cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, check=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", default=["push-v3"])
+    parser.add_argument("--policies", nargs="+", default=["diffusion", "flow", "streaming"])
+    parser.add_argument("--demos", nargs="+", type=int, default=[10, 25, 100])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--steps", type=int, default=15000)
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--out", default="runs/bench/data_scaling")
+    args = parser.parse_args()
+    out = (ROOT / args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    results_path = out / "results.jsonl"
+    done = {}
+    if results_path.exists():
+        for line in results_path.read_text().splitlines():
+            r = json.loads(line)
+            done[(r["task"], r["policy"], r["demos"], r["seed"])] = r
+    for task in args.tasks:
+        demos = out / task / "demos"
+        if not (demos / "demos.hdf5").exists():
+            # 112 kept episodes: 10% go to the validation split, leaving >= 100 training demos.
+            _run(["scripts.collect", f"task={task}", "episodes=112", "progress=false", f"out={demos}"],
+                 out / f"{task}_collect.log")
+        for policy in args.policies:
+            for n in args.demos:
+                for seed in args.seeds:
+                    key = (task, policy, n, seed)
+                    if key in done:
+                        continue
+                    run = out / task / f"{policy}_n{n}_s{seed}"
+                    start = time.perf_counter()
+                    _run(["scripts.train", f"policy={policy}", f"dataset={demos / 'demos.hdf5'}",
+                          f"demo_limit={n}", f"steps={args.steps}", f"seed={seed}", "progress=false",
+                          f"out={run}"], run.with_suffix(".train.log"))
+                    train_s = time.perf_counter() - start
+                    _run(["scripts.evaluate", f"checkpoint={run}", "which=ema", f"task={task}",
+                          f"episodes={args.episodes}", "seed=200000", "video=false", "progress=false",
+                          f"out={run}_eval"], run.with_suffix(".eval.log"))
+                    m = json.loads((Path(f"{run}_eval") / "metrics.json").read_text())
+                    r = {"task": task, "policy": policy, "demos": n, "seed": seed, "steps": args.steps,
+                         "success_rate": m["success_rate"], "episodes": m["episodes"], "train_s": train_s}
+                    done[key] = r
+                    with results_path.open("a") as f:
+                        f.write(json.dumps(r) + "\n")
+                    print(json.dumps(r), flush=True)
+    table: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    times: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in done.values():
+        table[(r["task"], r["policy"])][r["demos"]].append(r["success_rate"])
+        times[(r["task"], r["policy"])].append(r["train_s"])
+    cols = sorted({n for row in table.values() for n in row})
+    print("\n| task | policy | " + " | ".join(f"{n} demos" for n in cols) + " | train min/run |")
+    print("|---|---|" + "---|" * len(cols) + "---|")
+    for (task, policy), row in sorted(table.items()):
+        cells = [f"{np.mean(row[n]):.2f} (n={len(row[n])} seeds)" if n in row else "" for n in cols]
+        print(f"| {task} | {policy} | " + " | ".join(cells) + f" | {np.mean(times[(task, policy)]) / 60:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
