@@ -180,6 +180,29 @@ class SequenceDataset(torch.utils.data.Dataset):
             item["task_id"] = torch.tensor(int(self.window_task[i]), dtype=torch.long)
         return item
 
+    def get_batch(self, indices: list[int] | np.ndarray) -> dict[str, Any]:
+        """A whole collated batch in one vectorised gather: equals ``default_collate([self[i] for i in indices])``.
+
+        The trainer uses it (through a BatchSampler) instead of N ``__getitem__`` calls + collation, which cost
+        ~15% of a training step with the 1M-parameter MLP.
+        """
+        rows = self.indices[np.asarray(indices, dtype=np.int64)]  # (N, 4)
+        first = rows[:, 0] - rows[:, 2]  # (N,) buffer index of window position 0
+        lo, hi = rows[:, 0:1], rows[:, 1:2] - 1
+
+        def gather(length: int) -> np.ndarray:
+            return np.clip(first[:, None] + np.arange(length), lo, hi)  # (N, length)
+
+        obs_idx = gather(self.n_obs_steps)  # (N, To)
+        obs = {}
+        for k, arr in self.obs.items():
+            x = arr[obs_idx]  # (N, To, ...)
+            obs[k] = torch.from_numpy(x) if x.dtype == np.uint8 else torch.from_numpy(x.astype(np.float32))
+        batch: dict[str, Any] = {"obs": obs, "action": torch.from_numpy(self.actions[gather(self.horizon)])}
+        if self.return_task_id:
+            batch["task_id"] = torch.as_tensor(self.window_task[np.asarray(indices)], dtype=torch.long)
+        return batch
+
     # -- metadata -----------------------------------------------------------------------------------------
     @property
     def num_episodes(self) -> int:

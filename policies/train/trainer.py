@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
 from policies.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from policies.train.ema import EMAModel
@@ -146,6 +146,19 @@ class InfiniteSampler(Sampler[int]):
                 epoch, perm = e, self._epoch(e)
             yield int(perm[g % self.size])
             g += self.world_size
+
+
+class _BatchView(Dataset):
+    """Index a dataset with a list of indices to get a collated batch (``dataset.get_batch``)."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, indices: list[int]) -> Any:
+        return self.dataset.get_batch(indices)
 
 
 class _LossModule(nn.Module):
@@ -346,12 +359,16 @@ class Trainer:
             world_size=self.world_size,
             start=self.step * cfg.batch_size,
         )
+        if hasattr(self.dataset, "get_batch"):
+            # One vectorised gather per batch (SequenceDataset) instead of batch_size items + collation;
+            # the sampler order, and so exact resume, is unchanged.
+            batching: dict[str, Any] = {"dataset": _BatchView(self.dataset), "batch_size": None,
+                                        "sampler": BatchSampler(sampler, cfg.batch_size, drop_last=True)}
+        else:
+            batching = {"dataset": self.dataset, "batch_size": cfg.batch_size, "sampler": sampler, "drop_last": True}
         self.loader = DataLoader(
-            self.dataset,
-            batch_size=cfg.batch_size,
-            sampler=sampler,
+            **batching,
             num_workers=cfg.num_workers,
-            drop_last=True,
             pin_memory=self.device.type == "cuda",
             persistent_workers=cfg.num_workers > 0,
             # A private generator: worker seeding must not draw from the global RNG (exact resume).
