@@ -13,7 +13,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 # Absolute, not "../configs": Hydra resolves a relative path against the module name, so the installed console scripts (which import scripts.<name>) find the configs too.
@@ -51,22 +50,12 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> Path:
     """Write ``metrics.json`` atomically (numpy values converted) and return its path."""
+    from policies.train.trainer import jsonable
+
     path = Path(run_dir) / "metrics.json"
-    atomic_write_text(path, json.dumps(_jsonable(metrics), indent=2, sort_keys=True) + "\n")
+    atomic_write_text(path, json.dumps(jsonable(metrics), indent=2, sort_keys=True) + "\n")
     return path
 
 

@@ -278,10 +278,10 @@ class Trainer:
         if policy_config is None:
             get_config = getattr(policy, "get_config", None)
             policy_config = get_config() if callable(get_config) else {}
-        self.policy_config = _jsonable(policy_config)
+        self.policy_config = jsonable(policy_config)
         self.eval_fn = eval_fn
-        self.run_config = _jsonable(run_config or {})
-        self.checkpoint_meta = _jsonable(checkpoint_meta or {})
+        self.run_config = jsonable(run_config or {})
+        self.checkpoint_meta = jsonable(checkpoint_meta or {})
         self.rank, self.world_size = _dist()
         self.device = torch.device(cfg.device)
         self.step = 0
@@ -418,7 +418,7 @@ class Trainer:
             "shape_meta": self.shape_meta,
             "step": self.step,
             "inference_module": "ema" if self.ema is not None else "model",
-            "train": _jsonable(asdict(self.cfg)),
+            "train": jsonable(asdict(self.cfg)),
             "run": self.run_config,
         }
 
@@ -453,7 +453,7 @@ class Trainer:
             "best": {
                 "success_rate": self.best.success_rate,
                 "step": self.best.step,
-                "metrics": _jsonable(self.best.metrics),
+                "metrics": jsonable(self.best.metrics),
             },
             "rng": rng,
             "world_size": self.world_size,
@@ -466,7 +466,7 @@ class Trainer:
         if self.ema is not None:
             modules["ema"] = self.ema.averaged_model
         cfg = self._checkpoint_config()
-        cfg["eval"] = _jsonable(dict(metrics))
+        cfg["eval"] = jsonable(dict(metrics))
         save_checkpoint(self.ckpt_dir / "best", modules, cfg)
 
     # ------------------------------------------------------------------ evaluation
@@ -672,7 +672,7 @@ class Trainer:
         if writer is not None:
             writer.close()
         if self.is_main:
-            metrics = _jsonable(metrics)
+            metrics = jsonable(metrics)
             tmp = self.out_dir / ".metrics.json.tmp"
             tmp.write_text(json.dumps(metrics, indent=2) + "\n")
             os.replace(tmp, self.out_dir / "metrics.json")
@@ -681,12 +681,12 @@ class Trainer:
         return metrics
 
 
-def _jsonable(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
     """Plain JSON values (numpy scalars, tuples, tensors of one element, paths) for config/metrics files."""
     if isinstance(x, Mapping):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, np.ndarray):
         return x.tolist()
     if isinstance(x, np.generic):
@@ -729,6 +729,7 @@ __all__ = [
     "TrainConfig",
     "Trainer",
     "get_rng_state",
+    "jsonable",
     "lr_lambda",
     "seed_everything",
     "set_rng_state",

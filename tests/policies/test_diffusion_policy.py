@@ -8,39 +8,11 @@ import numpy as np
 import pytest
 import torch
 from diffusers import DDIMScheduler
+from policy_testkit import ACTION_DIM, STATE_DIM, TINY, obs_window, randomize
 
 from policies import make_policy
 
 torch.set_num_threads(1)
-
-STATE_DIM, ACTION_DIM = 5, 3
-TINY = {"mlp_hidden_dim": 32, "mlp_n_blocks": 2, "time_embed_dim": 16, "level_embed_dim": 8}
-
-
-@pytest.fixture
-def shape_meta() -> dict:
-    return {"obs": {"state": {"shape": [STATE_DIM], "type": "low_dim"}}, "action": {"shape": [ACTION_DIM]}}
-
-
-@pytest.fixture
-def stats() -> dict:
-    def s(d: int, lo: float, hi: float) -> dict:
-        return {"min": np.full(d, lo), "max": np.full(d, hi), "mean": np.zeros(d), "std": np.ones(d)}
-
-    return {"state": s(STATE_DIM, -1.0, 2.0), "action": s(ACTION_DIM, -1.0, 1.0)}
-
-
-def obs_window(b: int, to: int = 2, seed: int = 0) -> dict:
-    g = torch.Generator().manual_seed(seed)
-    return {"state": torch.randn(b, to, STATE_DIM, generator=g)}
-
-
-def randomize(policy: torch.nn.Module, seed: int = 0, scale: float = 0.3) -> None:
-    """Give an untrained denoiser non-trivial outputs so that sampler tests can tell paths apart."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in policy.model.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * scale)
 
 
 def diffusers_ddim_reference(policy, obs: dict, noise: torch.Tensor) -> torch.Tensor:
