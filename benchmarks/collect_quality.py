@@ -25,7 +25,9 @@ TASKS = ["reach-v3", "push-v3", "pick-place-v3", "button-press-topdown-v3", "dra
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--tasks", nargs="+", default=TASKS)
     args = parser.parse_args()
@@ -37,12 +39,18 @@ def main() -> None:
             cfg.task, cfg.episodes, cfg.progress = task, args.episodes, False
             m = collect(cfg, Path(tmp) / task)
             r = replay_dataset(m["dataset"], None, progress=False)
-            rows.append({
-                "task": task, "kept": m["episodes"], "attempts": m["attempts"],
-                "expert success": m["success_rate"], "replay success (kept)": r["success_rate"],
-                "replay max |obs diff|": r["max_obs_abs_diff"], "mean length": m["mean_episode_length"],
-                "collect s": m["wall_time_s"],
-            })
+            rows.append(
+                {
+                    "task": task,
+                    "kept": m["episodes"],
+                    "attempts": m["attempts"],
+                    "expert success": m["success_rate"],
+                    "replay success (kept)": r["success_rate"],
+                    "replay max |obs diff|": r["max_obs_abs_diff"],
+                    "mean length": m["mean_episode_length"],
+                    "collect s": m["wall_time_s"],
+                }
+            )
             print(format_table(rows[-1:]), flush=True)
     print()
     print(format_table(rows))

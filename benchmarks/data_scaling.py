@@ -31,7 +31,9 @@ def _run(args: list[str], log: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tasks", nargs="+", default=["push-v3"])
     parser.add_argument("--policies", nargs="+", default=["diffusion", "flow", "streaming"])
     parser.add_argument("--demos", nargs="+", type=int, default=[10, 25, 100])
@@ -52,8 +54,10 @@ def main() -> None:
         demos = out / task / "demos"
         if not (demos / "demos.hdf5").exists():
             # 112 kept episodes: 10% go to the validation split, leaving >= 100 training demos.
-            _run(["scripts.collect", f"task={task}", "episodes=112", "progress=false", f"out={demos}"],
-                 out / f"{task}_collect.log")
+            _run(
+                ["scripts.collect", f"task={task}", "episodes=112", "progress=false", f"out={demos}"],
+                out / f"{task}_collect.log",
+            )
         for policy in args.policies:
             for n in args.demos:
                 for seed in args.seeds:
@@ -62,16 +66,45 @@ def main() -> None:
                         continue
                     run = out / task / f"{policy}_n{n}_s{seed}"
                     start = time.perf_counter()
-                    _run(["scripts.train", f"policy={policy}", f"dataset={demos / 'demos.hdf5'}",
-                          f"demo_limit={n}", f"steps={args.steps}", f"seed={seed}", "progress=false",
-                          f"out={run}"], run.with_suffix(".train.log"))
+                    _run(
+                        [
+                            "scripts.train",
+                            f"policy={policy}",
+                            f"dataset={demos / 'demos.hdf5'}",
+                            f"demo_limit={n}",
+                            f"steps={args.steps}",
+                            f"seed={seed}",
+                            "progress=false",
+                            f"out={run}",
+                        ],
+                        run.with_suffix(".train.log"),
+                    )
                     train_s = time.perf_counter() - start
-                    _run(["scripts.evaluate", f"checkpoint={run}", "which=ema", f"task={task}",
-                          f"episodes={args.episodes}", "seed=200000", "video=false", "progress=false",
-                          f"out={run}_eval"], run.with_suffix(".eval.log"))
+                    _run(
+                        [
+                            "scripts.evaluate",
+                            f"checkpoint={run}",
+                            "which=ema",
+                            f"task={task}",
+                            f"episodes={args.episodes}",
+                            "seed=200000",
+                            "video=false",
+                            "progress=false",
+                            f"out={run}_eval",
+                        ],
+                        run.with_suffix(".eval.log"),
+                    )
                     m = json.loads((Path(f"{run}_eval") / "metrics.json").read_text())
-                    r = {"task": task, "policy": policy, "demos": n, "seed": seed, "steps": args.steps,
-                         "success_rate": m["success_rate"], "episodes": m["episodes"], "train_s": train_s}
+                    r = {
+                        "task": task,
+                        "policy": policy,
+                        "demos": n,
+                        "seed": seed,
+                        "steps": args.steps,
+                        "success_rate": m["success_rate"],
+                        "episodes": m["episodes"],
+                        "train_s": train_s,
+                    }
                     done[key] = r
                     with results_path.open("a") as f:
                         f.write(json.dumps(r) + "\n")
@@ -86,7 +119,9 @@ def main() -> None:
     print("|---|---|" + "---|" * len(cols) + "---|")
     for (task, policy), row in sorted(table.items()):
         cells = [f"{np.mean(row[n]):.2f} (n={len(row[n])} seeds)" if n in row else "" for n in cols]
-        print(f"| {task} | {policy} | " + " | ".join(cells) + f" | {np.mean(times[(task, policy)]) / 60:.1f} |")
+        print(
+            f"| {task} | {policy} | " + " | ".join(cells) + f" | {np.mean(times[(task, policy)]) / 60:.1f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -57,13 +57,17 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.5, help="measuring time per cell")
     parser.add_argument("--task", default="push-v3")
     args = parser.parse_args()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs visible; MUJOCO_GL={os.environ['MUJOCO_GL']}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs visible; MUJOCO_GL={os.environ['MUJOCO_GL']}"
+    )
     rows = []
     for size in (84, 128):
         tuned = images_per_s(args.task, size, True, args.seconds)
         default = images_per_s(args.task, size, False, args.seconds)
         env_rate = image_env_steps_per_s(args.task, size, args.seconds)
-        rows.append([f"{size}", f"{tuned:,.0f}", f"{default:,.1f}", f"{tuned / default:.1f}x", f"{env_rate:,.0f}"])
+        rows.append(
+            [f"{size}", f"{tuned:,.0f}", f"{default:,.1f}", f"{tuned / default:.1f}x", f"{env_rate:,.0f}"]
+        )
     header = ["size px", "tuned images/s", "default images/s", "speed-up", "env steps/s with image obs"]
     print(f"\nRendering {args.task}, camera corner2, one renderer reused:\n")
     print("| " + " | ".join(header) + " |")

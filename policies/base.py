@@ -115,7 +115,9 @@ class GenerativePolicy(nn.Module, ABC):
     config_class: ClassVar[type[PolicyConfig]] = PolicyConfig
     per_position_levels: ClassVar[bool] = False
 
-    def __init__(self, shape_meta: Mapping[str, Any], config: PolicyConfig, stats: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, shape_meta: Mapping[str, Any], config: PolicyConfig, stats: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__()
         config.validate()
         self.config = config
@@ -140,12 +142,27 @@ class GenerativePolicy(nn.Module, ABC):
         c = self.config
         if c.backbone == "mlp":
             return MLPDenoiser(
-                self.action_dim, c.horizon, self.obs_encoder.out_dim, c.mlp_hidden_dim, c.mlp_n_blocks,
-                c.time_embed_dim, c.mlp_cond_mode, self.per_position_levels, c.level_embed_dim,
+                self.action_dim,
+                c.horizon,
+                self.obs_encoder.out_dim,
+                c.mlp_hidden_dim,
+                c.mlp_n_blocks,
+                c.time_embed_dim,
+                c.mlp_cond_mode,
+                self.per_position_levels,
+                c.level_embed_dim,
             )
         return ConditionalUnet1D(
-            self.action_dim, self.obs_encoder.out_dim, c.horizon, c.time_embed_dim, c.unet_down_dims,
-            c.unet_kernel_size, c.unet_n_groups, c.unet_cond_predict_scale, self.per_position_levels, c.level_embed_dim,
+            self.action_dim,
+            self.obs_encoder.out_dim,
+            c.horizon,
+            c.time_embed_dim,
+            c.unet_down_dims,
+            c.unet_kernel_size,
+            c.unet_n_groups,
+            c.unet_cond_predict_scale,
+            self.per_position_levels,
+            c.level_embed_dim,
         )
 
     def get_config(self) -> dict[str, Any]:
@@ -173,15 +190,21 @@ class GenerativePolicy(nn.Module, ABC):
         out = {}
         for key in self.obs_keys:
             if key not in obs:
-                raise KeyError(f"observation lacks key {key!r}; policy expects {self.obs_keys}, got {sorted(obs)}")
+                raise KeyError(
+                    f"observation lacks key {key!r}; policy expects {self.obs_keys}, got {sorted(obs)}"
+                )
             t = self._as_tensor(key, obs[key])
             shape = tuple(self.shape_meta["obs"][key]["shape"])
             lead = 2 if steps else 1
             if tuple(t.shape[lead:]) != shape or t.dim() != lead + len(shape):
                 want = "(B, To, " if steps else "(B, "
-                raise ValueError(f"obs[{key!r}] has shape {tuple(t.shape)}, expected {want}{', '.join(map(str, shape))})")
+                raise ValueError(
+                    f"obs[{key!r}] has shape {tuple(t.shape)}, expected {want}{', '.join(map(str, shape))})"
+                )
             if steps and t.shape[1] != self.config.n_obs_steps:
-                raise ValueError(f"obs[{key!r}] has {t.shape[1]} steps, policy uses n_obs_steps={self.config.n_obs_steps}")
+                raise ValueError(
+                    f"obs[{key!r}] has {t.shape[1]} steps, policy uses n_obs_steps={self.config.n_obs_steps}"
+                )
             out[key] = t
         return out
 
@@ -195,7 +218,9 @@ class GenerativePolicy(nn.Module, ABC):
             return torch.randn(batch, *self.noise_shape, device=self.device)
         n = torch.as_tensor(noise, device=self.device, dtype=torch.float32)
         if tuple(n.shape) != (batch, *self.noise_shape):
-            raise ValueError(f"noise has shape {tuple(n.shape)}, expected (B, *noise_shape) = {(batch, *self.noise_shape)}")
+            raise ValueError(
+                f"noise has shape {tuple(n.shape)}, expected (B, *noise_shape) = {(batch, *self.noise_shape)}"
+            )
         return n
 
     # ------------------------------------------------------------------ the contract
@@ -219,7 +244,9 @@ class GenerativePolicy(nn.Module, ABC):
         cond = self.encode_obs(batch["obs"])
         action = torch.as_tensor(batch["action"], device=self.device, dtype=torch.float32)
         if tuple(action.shape[1:]) != self.noise_shape:
-            raise ValueError(f"batch['action'] has shape {tuple(action.shape)}, expected (B, {self.config.horizon}, {self.action_dim})")
+            raise ValueError(
+                f"batch['action'] has shape {tuple(action.shape)}, expected (B, {self.config.horizon}, {self.action_dim})"
+            )
         return cond, self.normalizer.normalize("action", action)
 
     # ------------------------------------------------------------------ acting
@@ -261,7 +288,9 @@ class GenerativePolicy(nn.Module, ABC):
             if self._hist is None or b != self._batch:
                 self._reset_state(None)  # batch-size change re-initialises everything
                 self._batch = b
-                self._hist = {k: v.unsqueeze(1).repeat_interleave(cfg.n_obs_steps, dim=1) for k, v in cur.items()}
+                self._hist = {
+                    k: v.unsqueeze(1).repeat_interleave(cfg.n_obs_steps, dim=1) for k, v in cur.items()
+                }
                 self._queue = torch.zeros(b, cfg.n_action_steps, self.action_dim, device=self.device)
                 self._qpos = torch.full((b,), cfg.n_action_steps, dtype=torch.long, device=self.device)
                 self._restart = torch.zeros(b, dtype=torch.bool, device=self.device)
@@ -270,7 +299,9 @@ class GenerativePolicy(nn.Module, ABC):
                 for k, v in cur.items():
                     h = torch.cat([self._hist[k][:, 1:], v.unsqueeze(1)], dim=1)  # (B, To, ...)
                     if self._restart.any():
-                        h[self._restart] = v[self._restart].unsqueeze(1).repeat_interleave(cfg.n_obs_steps, dim=1)
+                        h[self._restart] = (
+                            v[self._restart].unsqueeze(1).repeat_interleave(cfg.n_obs_steps, dim=1)
+                        )
                     self._hist[k] = h
                 self._restart.zero_()
             assert self._queue is not None and self._qpos is not None
@@ -305,7 +336,9 @@ def _plain(x: Any) -> Any:
     """Hydra/OmegaConf containers and tuples -> plain dicts/lists (JSON-serialisable shape_meta)."""
     if isinstance(x, Mapping):
         return {str(k): _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)) or (hasattr(x, "__iter__") and not isinstance(x, (str, bytes, np.ndarray, torch.Tensor))):
+    if isinstance(x, (list, tuple)) or (
+        hasattr(x, "__iter__") and not isinstance(x, (str, bytes, np.ndarray, torch.Tensor))
+    ):
         return [_plain(v) for v in x]
     if isinstance(x, np.ndarray):
         return x.tolist()

@@ -44,7 +44,9 @@ class DiffusionConfig(PolicyConfig):
         _check_choice("prediction_type", self.prediction_type, ("epsilon", "sample", "v_prediction"))
         _check_choice("beta_schedule", self.beta_schedule, ("linear", "scaled_linear", "squaredcos_cap_v2"))
         if not 1 <= self.num_inference_steps <= self.num_train_timesteps:
-            raise ValueError(f"num_inference_steps must be in [1, num_train_timesteps={self.num_train_timesteps}]")
+            raise ValueError(
+                f"num_inference_steps must be in [1, num_train_timesteps={self.num_train_timesteps}]"
+            )
 
 
 def ddim_update(
@@ -90,9 +92,9 @@ class DDIMTable:
         a_t = torch.stack([ac[k * ratio] for k in range(num_inference_steps)])  # (N,)
         a_prev = torch.stack([ac[(k - 1) * ratio] if k > 0 else one for k in range(num_inference_steps)])
         zero = torch.tensor(0.0)
-        self.sa = torch.stack([a ** 0.5 for a in a_t])  # (N,)
+        self.sa = torch.stack([a**0.5 for a in a_t])  # (N,)
         self.sb = torch.stack([(1 - a) ** 0.5 for a in a_t])
-        self.sap = torch.stack([a ** 0.5 for a in a_prev])
+        self.sap = torch.stack([a**0.5 for a in a_prev])
         self.sdir = torch.stack([(1 - a - zero**2) ** 0.5 for a in a_prev])
         self.sa_l, self.sb_l = self.sa.tolist(), self.sb.tolist()
         self.sap_l, self.sdir_l = self.sap.tolist(), self.sdir.tolist()
@@ -105,7 +107,9 @@ class DiffusionPolicy(GenerativePolicy):
     config_class = DiffusionConfig
     config: DiffusionConfig
 
-    def __init__(self, shape_meta: Mapping[str, Any], config: DiffusionConfig, stats: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, shape_meta: Mapping[str, Any], config: DiffusionConfig, stats: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(shape_meta, config, stats)
         self.noise_scheduler = self.make_train_scheduler()
         self._ddim_cache: dict[int, DDIMTable] = {}
@@ -114,18 +118,30 @@ class DiffusionPolicy(GenerativePolicy):
         """The DDPM scheduler used for training noise (and for stochastic DDPM sampling)."""
         c = self.config
         return DDPMScheduler(
-            num_train_timesteps=c.num_train_timesteps, beta_start=c.beta_start, beta_end=c.beta_end,
-            beta_schedule=c.beta_schedule, variance_type="fixed_small", clip_sample=c.clip_sample,
-            clip_sample_range=c.clip_sample_range, prediction_type=c.prediction_type,
+            num_train_timesteps=c.num_train_timesteps,
+            beta_start=c.beta_start,
+            beta_end=c.beta_end,
+            beta_schedule=c.beta_schedule,
+            variance_type="fixed_small",
+            clip_sample=c.clip_sample,
+            clip_sample_range=c.clip_sample_range,
+            prediction_type=c.prediction_type,
         )
 
     def make_ddim_scheduler(self) -> DDIMScheduler:
         """The stock diffusers DDIM scheduler our vectorised sampler reproduces (used by tests and tools)."""
         c = self.config
         s = DDIMScheduler(
-            num_train_timesteps=c.num_train_timesteps, beta_start=c.beta_start, beta_end=c.beta_end,
-            beta_schedule=c.beta_schedule, clip_sample=c.clip_sample, clip_sample_range=c.clip_sample_range,
-            set_alpha_to_one=True, steps_offset=0, prediction_type=c.prediction_type, timestep_spacing="leading",
+            num_train_timesteps=c.num_train_timesteps,
+            beta_start=c.beta_start,
+            beta_end=c.beta_end,
+            beta_schedule=c.beta_schedule,
+            clip_sample=c.clip_sample,
+            clip_sample_range=c.clip_sample_range,
+            set_alpha_to_one=True,
+            steps_offset=0,
+            prediction_type=c.prediction_type,
+            timestep_spacing="leading",
         )
         s.set_timesteps(c.num_inference_steps)
         return s
@@ -178,7 +194,9 @@ class DiffusionPolicy(GenerativePolicy):
             x = ddim_update(x, out, tab.sa_l[k], tab.sb_l[k], tab.sap_l[k], tab.sdir_l[k], pt, clip)
         return x
 
-    def ddpm_sample(self, cond: torch.Tensor, noise: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    def ddpm_sample(
+        self, cond: torch.Tensor, noise: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         """Stochastic DDPM ancestral sampling with diffusers' scheduler (normalised units)."""
         sched = self.make_train_scheduler()
         sched.set_timesteps(self.config.num_inference_steps, device=noise.device)

@@ -17,7 +17,9 @@ from torch import nn
 from policies.normalizer import buffer_key
 
 
-def mlp(in_dim: int, hidden: Sequence[int], out_dim: int | None = None, act: type[nn.Module] = nn.Mish) -> nn.Sequential:
+def mlp(
+    in_dim: int, hidden: Sequence[int], out_dim: int | None = None, act: type[nn.Module] = nn.Mish
+) -> nn.Sequential:
     """Plain MLP; ``out_dim=None`` ends on the last hidden layer with its activation."""
     layers: list[nn.Module] = []
     d = in_dim
@@ -44,13 +46,17 @@ class LowDimEncoder(nn.Module):
 class SpatialSoftmax(nn.Module):
     """Feature map (N, C, H, W) -> expected (x, y) keypoint per channel after a 1x1 projection: (N, 2K)."""
 
-    def __init__(self, in_channels: int, height: int, width: int, num_kp: int = 32, temperature: float = 1.0) -> None:
+    def __init__(
+        self, in_channels: int, height: int, width: int, num_kp: int = 32, temperature: float = 1.0
+    ) -> None:
         super().__init__()
         self.proj = nn.Conv2d(in_channels, num_kp, kernel_size=1)
         self.num_kp = num_kp
         self.temperature = temperature
         ys, xs = torch.meshgrid(torch.linspace(-1, 1, height), torch.linspace(-1, 1, width), indexing="ij")
-        self.register_buffer("pos", torch.stack([xs.reshape(-1), ys.reshape(-1)], dim=1), persistent=False)  # (HW, 2)
+        self.register_buffer(
+            "pos", torch.stack([xs.reshape(-1), ys.reshape(-1)], dim=1), persistent=False
+        )  # (HW, 2)
 
     def forward(self, feat: torch.Tensor) -> torch.Tensor:
         kp = self.proj(feat).flatten(2)  # (N, K, HW)
@@ -71,7 +77,9 @@ class ResBlock2d(nn.Module):
         self.skip = (
             nn.Identity()
             if stride == 1 and cin == cout
-            else nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.GroupNorm(min(groups, cout), cout))
+            else nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.GroupNorm(min(groups, cout), cout)
+            )
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -96,7 +104,9 @@ class ImageEncoder(nn.Module):
         if c != 3:
             raise ValueError(f"rgb observations must be channel-last (H, W, 3), got {tuple(image_shape)}")
         self.stem = nn.Sequential(
-            nn.Conv2d(3, channels[0], 5, 2, 2, bias=False), nn.GroupNorm(min(groups, channels[0]), channels[0]), nn.ReLU()
+            nn.Conv2d(3, channels[0], 5, 2, 2, bias=False),
+            nn.GroupNorm(min(groups, channels[0]), channels[0]),
+            nn.ReLU(),
         )
         blocks: list[nn.Module] = []
         cin = channels[0]

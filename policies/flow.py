@@ -44,7 +44,9 @@ class FlowPolicy(GenerativePolicy):
     config_class = FlowConfig
     config: FlowConfig
 
-    def __init__(self, shape_meta: Mapping[str, Any], config: FlowConfig, stats: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, shape_meta: Mapping[str, Any], config: FlowConfig, stats: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(shape_meta, config, stats)
         self._beta = torch.distributions.Beta(torch.tensor(1.5), torch.tensor(1.0))
 

@@ -58,7 +58,9 @@ class StreamingConfig(DiffusionConfig):
                 f"valid values with num_train_timesteps={self.num_train_timesteps}: {ok or 'none, change num_train_timesteps too'}"
             )
         if self.num_train_timesteps % self.num_inference_steps:
-            raise ValueError("num_train_timesteps must be divisible by num_inference_steps (train/test level coverage)")
+            raise ValueError(
+                "num_train_timesteps must be divisible by num_inference_steps (train/test level coverage)"
+            )
         if not 0.0 <= self.p_chunkwise <= 1.0:
             raise ValueError("p_chunkwise must be in [0, 1]")
 
@@ -71,16 +73,28 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
     config: StreamingConfig
     per_position_levels = True
 
-    def __init__(self, shape_meta: Mapping[str, Any], config: StreamingConfig, stats: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, shape_meta: Mapping[str, Any], config: StreamingConfig, stats: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(shape_meta, config, stats)
         c = config
         to1, ta, tp = c.n_obs_steps - 1, c.n_action_steps, c.horizon
         self.h = (tp - to1) // ta
         pos = torch.arange(tp)
-        self.register_buffer("chunk_index", ((pos - to1).div(ta, rounding_mode="floor")).clamp(0, self.h - 1), persistent=False)
+        self.register_buffer(
+            "chunk_index", ((pos - to1).div(ta, rounding_mode="floor")).clamp(0, self.h - 1), persistent=False
+        )
         n_inf, n_tr = c.num_inference_steps, c.num_train_timesteps
-        self.register_buffer("init_levels", (n_inf * (self.chunk_index + 1)).div(self.h, rounding_mode="floor") - 1, persistent=False)
-        self.register_buffer("train_chunk_levels", (n_tr * (self.chunk_index + 1)).div(self.h, rounding_mode="floor") - 1, persistent=False)
+        self.register_buffer(
+            "init_levels",
+            (n_inf * (self.chunk_index + 1)).div(self.h, rounding_mode="floor") - 1,
+            persistent=False,
+        )
+        self.register_buffer(
+            "train_chunk_levels",
+            (n_tr * (self.chunk_index + 1)).div(self.h, rounding_mode="floor") - 1,
+            persistent=False,
+        )
         self.nfe_per_call = n_inf // self.h
         self.exec_pos = to1 + ta - 1  # last executed position
         self.keep = to1 + ta * (self.h - 1)  # positions surviving a shift
@@ -118,7 +132,9 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
         """Fail at construction if inference would query level vectors the training sampler never draws."""
         missing = self.inference_level_vectors() - self.train_level_support()
         if missing:
-            raise ValueError(f"streaming config: inference level vectors outside the training support, e.g. {min(missing)}")
+            raise ValueError(
+                f"streaming config: inference level vectors outside the training support, e.g. {min(missing)}"
+            )
 
     def loss(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
         """Per-position-level denoising loss under the SDP training mixture."""
@@ -136,7 +152,9 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
         return loss, {"loss": float(loss.detach())}
 
     # ------------------------------------------------------------------ denoising with per-position levels
-    def denoise_levels(self, x: torch.Tensor, levels: torch.Tensor, cond: torch.Tensor, n_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def denoise_levels(
+        self, x: torch.Tensor, levels: torch.Tensor, cond: torch.Tensor, n_steps: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Run ``n_steps`` DDIM steps on buffer x (B, Tp, Da) at inference levels (B, Tp); returns (x, levels)."""
         tab = self.ddim_table()
         dev = x.device
@@ -144,7 +162,9 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
         pt, clip = self.config.prediction_type, self._clip
         for _ in range(n_steps):
             if bool((levels < 0).any()):
-                raise AssertionError(f"SDP step with a negative level (would wrap alphas_cumprod): {levels[0].tolist()}")
+                raise AssertionError(
+                    f"SDP step with a negative level (would wrap alphas_cumprod): {levels[0].tolist()}"
+                )
             out = self.model(x, levels * tab.ratio, cond)  # (B, Tp, Da)
             g = levels.unsqueeze(-1)  # (B, Tp, 1)
             x = ddim_update(x, out, sa_t[g], sb_t[g], sap_t[g], sdir_t[g], pt, clip)
@@ -154,7 +174,9 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
     def _sample_normalized(self, cond: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """Full DDIM from noise at level N-1 for every position (DP sampling with this network)."""
         n = self.config.num_inference_steps
-        levels = torch.full((noise.shape[0], self.config.horizon), n - 1, dtype=torch.long, device=noise.device)
+        levels = torch.full(
+            (noise.shape[0], self.config.horizon), n - 1, dtype=torch.long, device=noise.device
+        )
         return self.denoise_levels(noise, levels, cond, n)[0]
 
     # ------------------------------------------------------------------ streaming buffer
@@ -163,7 +185,9 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
         ac = self.noise_scheduler.alphas_cumprod.to(x0.device)[t].unsqueeze(-1)  # (B, P, 1)
         return ac.sqrt() * x0 + (1 - ac).sqrt() * noise
 
-    def init_buffer(self, cond: torch.Tensor, noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def init_buffer(
+        self, cond: torch.Tensor, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Fresh buffer (B, Tp, Da) and levels (B, Tp) for B rows (cond (B, G)).
 
         "zero": positions at level N-1 hold pure noise (like appended positions), lower levels hold zeros
@@ -220,18 +244,28 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
             raise AssertionError("SDP rows planned together must share one level vector")
         buf, levels = self.denoise_levels(buf, levels, cond, self.nfe_per_call)
         if not bool((levels[:, : self.exec_pos + 1] == -1).all()):
-            raise AssertionError(f"executed positions not clean after {self.nfe_per_call} NFEs: {levels[0].tolist()}")
+            raise AssertionError(
+                f"executed positions not clean after {self.nfe_per_call} NFEs: {levels[0].tolist()}"
+            )
         chunk = buf.clone()  # (n, Tp, Da)
         self.last_call_levels = levels.clone()  # (n, Tp) levels at return, for inspection and tests
         # shift by Ta, drop the partially denoised tail, append fresh noise at level N-1
-        ta, to1, top = self.config.n_action_steps, self.config.n_obs_steps - 1, self.config.num_inference_steps - 1
+        ta, to1, top = (
+            self.config.n_action_steps,
+            self.config.n_obs_steps - 1,
+            self.config.num_inference_steps - 1,
+        )
         fresh = torch.randn(n_rows, self.config.horizon - self.keep, self.action_dim, device=buf.device)
         buf = torch.cat([buf[:, ta : ta + self.keep], fresh], dim=1)
-        levels = torch.cat([levels[:, ta : ta + self.keep], torch.full_like(levels[:, self.keep :], top)], dim=1)
+        levels = torch.cat(
+            [levels[:, ta : ta + self.keep], torch.full_like(levels[:, self.keep :], top)], dim=1
+        )
         # re-noise the first To-1 (clean, executed) positions to chunk 0's level -- and keep the result
         if to1 > 0:
             levels[:, :to1] = self.init_levels[0]
-            buf[:, :to1] = self._q_sample(buf[:, :to1], torch.randn_like(buf[:, :to1]), levels[:, :to1] * self.ddim_table().ratio)
+            buf[:, :to1] = self._q_sample(
+                buf[:, :to1], torch.randn_like(buf[:, :to1]), levels[:, :to1] * self.ddim_table().ratio
+            )
         if not bool((levels == self.init_levels).all()):
             raise AssertionError(f"SDP levels drifted: {levels[0].tolist()} != {self.init_levels.tolist()}")
         self._buffer[idx], self._levels[idx] = buf, levels

@@ -39,7 +39,14 @@ def collect_episode(env: Any, expert: Any, seed: int, cfg: DictConfig) -> dict[s
     obs = env.reset(seed=[seed])
     expert.reset()
     keys = list(obs)
-    steps: dict[str, list] = {"obs": [], "next_obs": [], "actions": [], "rewards": [], "dones": [], "states": []}
+    steps: dict[str, list] = {
+        "obs": [],
+        "next_obs": [],
+        "actions": [],
+        "rewards": [],
+        "dones": [],
+        "states": [],
+    }
     random_left = 0
     success = truncated = False
     for _ in range(env.max_episode_steps):
@@ -114,16 +121,27 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     lengths: list[int] = []
     interrupted = False
     env = sim.make_env(
-        cfg.task, num_envs=1, seed=int(cfg.seed), obs=cfg.obs, image_size=int(cfg.image_size),
-        cameras=tuple(cfg.cameras), max_episode_steps=cfg.max_episode_steps, terminate_on_success=True,
+        cfg.task,
+        num_envs=1,
+        seed=int(cfg.seed),
+        obs=cfg.obs,
+        image_size=int(cfg.image_size),
+        cameras=tuple(cfg.cameras),
+        max_episode_steps=cfg.max_episode_steps,
+        terminate_on_success=True,
     )
     expert = sim.ScriptedExpert(cfg.task)
     bar = tqdm(total=int(cfg.episodes), desc=f"collect {cfg.task}", unit="ep", disable=not cfg.progress)
     try:
-        with env, DatasetWriter(
-            path, env_args=env_args(cfg, env.max_episode_steps), valid_fraction=float(cfg.valid_fraction),
-            split_seed=int(cfg.seed),
-        ) as writer:
+        with (
+            env,
+            DatasetWriter(
+                path,
+                env_args=env_args(cfg, env.max_episode_steps),
+                valid_fraction=float(cfg.valid_fraction),
+                split_seed=int(cfg.seed),
+            ) as writer,
+        ):
             try:
                 while kept < cfg.episodes and attempts < max_attempts:
                     ep = collect_episode(env, expert, episode_seed(cfg.seed, attempts), cfg)
@@ -168,11 +186,21 @@ def _main(cfg: DictConfig) -> None:
         summary = demos.summary()
     metrics["kept_success_rate"] = summary.get("success_rate")
     write_metrics(run_dir, metrics)
-    print(format_table([{
-        "task": metrics["task"], "kept": metrics["episodes"], "attempts": metrics["attempts"],
-        "expert success": metrics["success_rate"], "kept success": metrics["kept_success_rate"],
-        "mean length": metrics["mean_episode_length"], "wall s": metrics["wall_time_s"],
-    }]))
+    print(
+        format_table(
+            [
+                {
+                    "task": metrics["task"],
+                    "kept": metrics["episodes"],
+                    "attempts": metrics["attempts"],
+                    "expert success": metrics["success_rate"],
+                    "kept success": metrics["kept_success_rate"],
+                    "mean length": metrics["mean_episode_length"],
+                    "wall s": metrics["wall_time_s"],
+                }
+            ]
+        )
+    )
     print(f"dataset: {metrics['dataset']}")
     if metrics["interrupted"]:
         raise SystemExit(130)

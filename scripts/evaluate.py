@@ -91,14 +91,25 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             raise ValueError(f"the checkpoint {cfg.checkpoint} names no task: pass task=<name>")
         mode, cams, size = obs_mode(policy.shape_meta)
     env = sim.make_env(
-        task, num_envs=int(cfg.num_envs), seed=int(cfg.seed), obs=mode, image_size=size, cameras=cams,
-        max_episode_steps=cfg.max_episode_steps, vectorization=cfg.vectorization,
+        task,
+        num_envs=int(cfg.num_envs),
+        seed=int(cfg.seed),
+        obs=mode,
+        image_size=size,
+        cameras=cams,
+        max_episode_steps=cfg.max_episode_steps,
+        vectorization=cfg.vectorization,
     )
     video_path = run_dir / "videos" / f"{task}.mp4" if cfg.video else None
     with env, torch.no_grad():
         metrics = sim.evaluate(
-            env, policy, episodes=int(cfg.episodes), seed=int(cfg.seed), video_path=video_path,
-            video_episodes=int(cfg.video_episodes), progress=bool(cfg.progress),
+            env,
+            policy,
+            episodes=int(cfg.episodes),
+            seed=int(cfg.seed),
+            video_path=video_path,
+            video_episodes=int(cfg.video_episodes),
+            progress=bool(cfg.progress),
         )
     metrics["task"] = task
     if video_path is not None:
@@ -109,7 +120,9 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 @hydra.main(config_path=CONFIG_DIR, config_name="eval", version_base=None)
 def _main(cfg: DictConfig) -> None:
     if cfg.policy.name not in POLICY_CHOICES:
-        raise SystemExit(f"policy={cfg.policy.name!r} is not valid for robosteer-eval: expected one of {POLICY_CHOICES}")
+        raise SystemExit(
+            f"policy={cfg.policy.name!r} is not valid for robosteer-eval: expected one of {POLICY_CHOICES}"
+        )
     run_dir = start_run(cfg)
     if cfg.policy.name == "replay":
         if not cfg.dataset:
@@ -120,8 +133,13 @@ def _main(cfg: DictConfig) -> None:
     metrics["policy"] = cfg.policy.name
     write_metrics(run_dir, metrics)
     lo, hi = metrics["success_ci95"]
-    row = {"policy": cfg.policy.name, "task": metrics["task"], "episodes": metrics["episodes"],
-           "success": metrics["success_rate"], "95% CI": f"[{lo:.2f}, {hi:.2f}]"}
+    row = {
+        "policy": cfg.policy.name,
+        "task": metrics["task"],
+        "episodes": metrics["episodes"],
+        "success": metrics["success_rate"],
+        "95% CI": f"[{lo:.2f}, {hi:.2f}]",
+    }
     for key in ("mean_return", "mean_episode_length", "env_steps_per_s", "max_obs_abs_diff"):
         if key in metrics:
             row[key] = metrics[key]

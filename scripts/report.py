@@ -49,14 +49,16 @@ def rows_for(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         if "success_rate" not in m or m.get("success_rate") is None:
             continue
         ci = m.get("success_ci95")
-        rows.append({
-            "run": name,
-            "task": m.get("task", ""),
-            "episodes": m.get("episodes", ""),
-            "success": float(m["success_rate"]),
-            "95% CI": f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "",
-            "wall s": float(m.get("wall_time_s", 0.0)),
-        })
+        rows.append(
+            {
+                "run": name,
+                "task": m.get("task", ""),
+                "episodes": m.get("episodes", ""),
+                "success": float(m["success_rate"]),
+                "95% CI": f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "",
+                "wall s": float(m.get("wall_time_s", 0.0)),
+            }
+        )
     return rows
 
 
@@ -111,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     table = format_table(rows)
     png = plot(root, runs, rows)
     videos = sorted(str(p) for p in root.rglob("*.mp4"))
-    atomic_write_text(root / "summary.md", table + "\n\nvideos:\n" + "\n".join(f"- {v}" for v in videos) + "\n")
+    atomic_write_text(
+        root / "summary.md", table + "\n\nvideos:\n" + "\n".join(f"- {v}" for v in videos) + "\n"
+    )
     print(table)
     print(f"\nplot:   {png}")
     for v in videos:

@@ -52,7 +52,9 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     base = load_policy(cfg.base, which=cfg.which)
     name = getattr(base, "name", "")
     if name == "streaming":
-        raise ValueError("DSRL needs a stateless noise->chunk map: use a diffusion or flow base, not streaming")
+        raise ValueError(
+            "DSRL needs a stateless noise->chunk map: use a diffusion or flow base, not streaming"
+        )
     ckpt_dir, _ = find_checkpoint(cfg.base, cfg.which)
     task = cfg.task or read_checkpoint_config(ckpt_dir).get("task")
     if not task:
@@ -61,25 +63,50 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     if len(keys) != len(base.shape_meta["obs"]):
         raise ValueError("DSRL here steers state-based policies: the base uses image observations")
     to, ta = base.config.n_obs_steps, base.config.n_action_steps
-    env = sim.make_env(task, num_envs=int(cfg.num_envs), seed=int(cfg.seed), obs="state", action_chunk=ta,
-                       obs_history=to, vectorization=cfg.vectorization)
+    env = sim.make_env(
+        task,
+        num_envs=int(cfg.num_envs),
+        seed=int(cfg.seed),
+        obs="state",
+        action_chunk=ta,
+        obs_history=to,
+        vectorization=cfg.vectorization,
+    )
     obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
-    agent = DSRL(base, obs_dim, slice(to - 1, to - 1 + ta), DSRLConfig(variant=cfg.variant, **OmegaConf.to_container(cfg.dsrl)),
-                 obs_keys=keys)
-    run_cfg = DSRLRunConfig(env_steps=int(cfg.env_steps), seed=int(cfg.seed), **OmegaConf.to_container(cfg.run))
+    agent = DSRL(
+        base,
+        obs_dim,
+        slice(to - 1, to - 1 + ta),
+        DSRLConfig(variant=cfg.variant, **OmegaConf.to_container(cfg.dsrl)),
+        obs_keys=keys,
+    )
+    run_cfg = DSRLRunConfig(
+        env_steps=int(cfg.env_steps), seed=int(cfg.seed), **OmegaConf.to_container(cfg.run)
+    )
 
     def eval_fn(policy: Any) -> dict[str, Any]:
-        with sim.make_env(task, num_envs=int(cfg.eval_envs), seed=int(cfg.eval_seed), obs="state") as eval_env:
-            return sim.evaluate(eval_env, policy, episodes=run_cfg.eval_episodes, seed=int(cfg.eval_seed),
-                                progress=False)
+        with sim.make_env(
+            task, num_envs=int(cfg.eval_envs), seed=int(cfg.eval_seed), obs="state"
+        ) as eval_env:
+            return sim.evaluate(
+                eval_env, policy, episodes=run_cfg.eval_episodes, seed=int(cfg.eval_seed), progress=False
+            )
 
     with env:
-        metrics = run_dsrl(agent, env, run_cfg, str(run_dir), eval_fn=eval_fn, resume=bool(cfg.resume),
-                           checkpoint_config={"task": task, "base": str(Path(cfg.base).resolve())})
+        metrics = run_dsrl(
+            agent,
+            env,
+            run_cfg,
+            str(run_dir),
+            eval_fn=eval_fn,
+            resume=bool(cfg.resume),
+            checkpoint_config={"task": task, "base": str(Path(cfg.base).resolve())},
+        )
     metrics["task"] = task
     if metrics["history"]:
-        plot_learning_curve(metrics["history"], run_dir / "plots" / "learning_curve.png",
-                            f"DSRL-{cfg.variant} on {task}")
+        plot_learning_curve(
+            metrics["history"], run_dir / "plots" / "learning_curve.png", f"DSRL-{cfg.variant} on {task}"
+        )
     return metrics
 
 
@@ -88,11 +115,20 @@ def _main(cfg: DictConfig) -> None:
     run_dir = start_run(cfg)
     metrics = steer(cfg, run_dir)
     write_metrics(run_dir, metrics)
-    print(format_table([{
-        "task": metrics["task"], "variant": metrics["variant"], "env steps": metrics["env_steps"],
-        "base success": metrics["base_success_rate"], "steered success": metrics["success_rate"],
-        "wall s": metrics["wall_time_s"],
-    }]))
+    print(
+        format_table(
+            [
+                {
+                    "task": metrics["task"],
+                    "variant": metrics["variant"],
+                    "env steps": metrics["env_steps"],
+                    "base success": metrics["base_success_rate"],
+                    "steered success": metrics["success_rate"],
+                    "wall s": metrics["wall_time_s"],
+                }
+            ]
+        )
+    )
     print(f"metrics: {run_dir / 'metrics.json'}")
 
 

@@ -33,7 +33,9 @@ from sim.metaworld_env import MetaWorldEnv, check_seed, episode_seed
 VECTORIZATIONS = ("sync", "async")
 
 
-def _make_single_env(kwargs: dict[str, Any], action_chunk: int | None, obs_history: int | None = None) -> gym.Env:
+def _make_single_env(
+    kwargs: dict[str, Any], action_chunk: int | None, obs_history: int | None = None
+) -> gym.Env:
     """Worker-side constructor (module level so async workers can unpickle it)."""
     env: gym.Env = MetaWorldEnv(**kwargs)
     if obs_history is not None:  # below the chunk wrapper: the window advances every executed step
@@ -72,9 +74,14 @@ class BatchedEnv:
         self.action_chunk = None if action_chunk is None else int(action_chunk)
         self.obs_history = None if obs_history is None else int(obs_history)
         common = dict(
-            task=task, obs=obs, image_size=int(image_size), cameras=tuple(cameras),
-            max_episode_steps=max_episode_steps, terminate_on_success=terminate_on_success,
-            reward=reward, seed=self.seed,
+            task=task,
+            obs=obs,
+            image_size=int(image_size),
+            cameras=tuple(cameras),
+            max_episode_steps=max_episode_steps,
+            terminate_on_success=terminate_on_success,
+            reward=reward,
+            seed=self.seed,
         )
         # Build env 0 here first: it validates every argument with a clear error before any worker starts.
         probe = _make_single_env({**common, "env_index": 0}, self.action_chunk, self.obs_history)
@@ -88,8 +95,12 @@ class BatchedEnv:
         self.reward_mode = base.reward_mode
         self.dt = base.dt
         self.frame_skip = base.frame_skip
-        fns = [functools.partial(_make_single_env, {**common, "env_index": i}, self.action_chunk, self.obs_history)
-               for i in range(self.num_envs)]
+        fns = [
+            functools.partial(
+                _make_single_env, {**common, "env_index": i}, self.action_chunk, self.obs_history
+            )
+            for i in range(self.num_envs)
+        ]
         if vectorization == "sync":
             fns[0] = lambda: probe
             self._venv: gym.vector.VectorEnv = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
@@ -122,7 +133,9 @@ class BatchedEnv:
         else:
             seeds = [check_seed(s) for s in seed]
             if len(seeds) != self.num_envs:
-                raise ValueError(f"reset got {len(seeds)} seeds: expected one per env, num_envs={self.num_envs}")
+                raise ValueError(
+                    f"reset got {len(seeds)} seeds: expected one per env, num_envs={self.num_envs}"
+                )
         obs, info = self._venv.reset(seed=seeds)
         self.episode_seeds = np.asarray(info["episode_seed"], dtype=np.int64)
         self._needs_reset = False
@@ -152,7 +165,9 @@ class BatchedEnv:
         self.episode_seeds = info["episode_seed"]
         return obs, reward, terminated, truncated, info
 
-    def _merge_info(self, raw: dict[str, Any], obs: dict[str, np.ndarray], done: np.ndarray) -> dict[str, Any]:
+    def _merge_info(
+        self, raw: dict[str, Any], obs: dict[str, np.ndarray], done: np.ndarray
+    ) -> dict[str, Any]:
         """Make every per-step key describe the step just taken (gymnasium puts reset info there for done envs)."""
         final_info = raw.get("final_info", {})
         info: dict[str, Any] = {}
@@ -191,7 +206,9 @@ class BatchedEnv:
         self._check_index(env_index)
         return self._venv.call("render_frame", camera, int(size), only_index=env_index)[env_index]
 
-    def start_recording(self, camera: str = "corner2", size: int = 256, episodes: int = 1, env_index: int = 0) -> None:
+    def start_recording(
+        self, camera: str = "corner2", size: int = 256, episodes: int = 1, env_index: int = 0
+    ) -> None:
         """Record the next ``episodes`` episodes of env ``env_index`` (from its next reset); see pop_recordings."""
         self._check_index(env_index)
         self._venv.call("start_recording", camera, int(size), int(episodes), only_index=env_index)
@@ -230,8 +247,10 @@ class BatchedEnv:
 
     def __repr__(self) -> str:
         chunk = f", action_chunk={self.action_chunk}" if self.action_chunk else ""
-        return (f"BatchedEnv({self.task!r}, num_envs={self.num_envs}, obs={self.obs_mode!r}{chunk}, "
-                f"max_episode_steps={self.max_episode_steps}, vectorization={self.vectorization!r})")
+        return (
+            f"BatchedEnv({self.task!r}, num_envs={self.num_envs}, obs={self.obs_mode!r}{chunk}, "
+            f"max_episode_steps={self.max_episode_steps}, vectorization={self.vectorization!r})"
+        )
 
 
 def make_env(
@@ -256,8 +275,16 @@ def make_env(
     observation is the window of the last To observations, (B, To, ...) (steering code over chunked envs).
     """
     return BatchedEnv(
-        task, num_envs=num_envs, seed=seed, obs=obs, image_size=image_size, cameras=cameras,
-        action_chunk=action_chunk, max_episode_steps=max_episode_steps,
-        terminate_on_success=terminate_on_success, reward=reward, vectorization=vectorization,
+        task,
+        num_envs=num_envs,
+        seed=seed,
+        obs=obs,
+        image_size=image_size,
+        cameras=cameras,
+        action_chunk=action_chunk,
+        max_episode_steps=max_episode_steps,
+        terminate_on_success=terminate_on_success,
+        reward=reward,
+        vectorization=vectorization,
         obs_history=obs_history,
     )

@@ -35,7 +35,9 @@ class ActionChunkWrapper(gym.Wrapper):
         """Execute up to Ta actions, stopping after the step that terminates or truncates the episode."""
         actions = np.asarray(action)  # (Ta, A)
         if actions.shape != self.action_space.shape:
-            raise ValueError(f"action chunk shape {actions.shape} is not valid: expected {self.action_space.shape}")
+            raise ValueError(
+                f"action chunk shape {actions.shape} is not valid: expected {self.action_space.shape}"
+            )
         step_success = np.zeros(self.chunk, dtype=bool)  # (Ta,)
         total = 0.0
         terminated = truncated = False

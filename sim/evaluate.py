@@ -40,8 +40,11 @@ def _reset_fn(policy: Any) -> tuple[Any, bool]:
     if reset is None:
         return None, False
     try:
-        params = [p for p in inspect.signature(reset).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        params = [
+            p
+            for p in inspect.signature(reset).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        ]
     except (TypeError, ValueError):
         return reset, False
     return reset, bool(params)
@@ -98,8 +101,9 @@ def evaluate(
         env.start_recording(video_camera, video_size, min(video_episodes, per_env), env_index=0)
     obs = env.reset(seed=[episode_seed(seed, i) for i in range(num_envs)])
     # After the seeded reset (which clears the queues): the seeds of each env's later episodes.
-    env.queue_episode_seeds({i: [episode_seed(seed, i + num_envs * j) for j in range(1, per_env)]
-                             for i in range(num_envs)})
+    env.queue_episode_seeds(
+        {i: [episode_seed(seed, i + num_envs * j) for j in range(1, per_env)] for i in range(num_envs)}
+    )
     if reset is not None:
         if per_env_reset:
             reset(list(range(num_envs)))
@@ -123,9 +127,12 @@ def evaluate(
                 index = int(i + num_envs * done_count[i])
                 done_count[i] += 1
                 if index < episodes:
-                    results[index] = (bool(ep_success[i]), float(info["episode_return"][i]),
-                                      int(info["episode_length"][i]),
-                                      int(info["final_info"]["episode_seed"][i]))
+                    results[index] = (
+                        bool(ep_success[i]),
+                        float(info["episode_return"][i]),
+                        int(info["episode_length"][i]),
+                        int(info["final_info"]["episode_seed"][i]),
+                    )
                     bar.update(1)
                     bar.set_postfix(success=f"{np.mean([r[0] for r in results.values()]):.0%}")
                 ep_success[i] = False

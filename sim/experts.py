@@ -30,7 +30,9 @@ class ScriptedExpert:
     def act(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         """Actions for a batch of observations; ``obs["state"]`` is (B, 39) (or a single (39,) state)."""
         if "state" not in obs:
-            raise KeyError(f"ScriptedExpert needs obs['state'] (B, 39); got keys {sorted(obs)}: use obs='state' or 'state+image'")
+            raise KeyError(
+                f"ScriptedExpert needs obs['state'] (B, 39); got keys {sorted(obs)}: use obs='state' or 'state+image'"
+            )
         states = np.asarray(obs["state"], dtype=np.float64)
         single = states.ndim == 1
         states = np.atleast_2d(states)  # (B, 39)

@@ -21,7 +21,9 @@ class ObsHistoryWrapper(gym.Wrapper):
     def __init__(self, env: gym.Env, n_obs_steps: int) -> None:
         super().__init__(env)
         if isinstance(n_obs_steps, bool) or not isinstance(n_obs_steps, int | np.integer) or n_obs_steps < 1:
-            raise ValueError(f"obs_history={n_obs_steps!r} is not valid: expected an int >= 1 (e.g. 2) or None")
+            raise ValueError(
+                f"obs_history={n_obs_steps!r} is not valid: expected an int >= 1 (e.g. 2) or None"
+            )
         self.n_obs_steps = int(n_obs_steps)
         spaces = {}
         for key, space in env.observation_space.spaces.items():

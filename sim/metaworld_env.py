@@ -65,7 +65,9 @@ class MetaWorldEnv(gym.Env):
         self.task = spec.name
         self.obs_mode = check_choice("obs mode", obs, OBS_MODES)
         self.reward_mode = check_choice("reward mode", reward, REWARD_MODES)
-        self.max_episode_steps = spec.max_episode_steps if max_episode_steps is None else int(max_episode_steps)
+        self.max_episode_steps = (
+            spec.max_episode_steps if max_episode_steps is None else int(max_episode_steps)
+        )
         if not 1 <= self.max_episode_steps <= METAWORLD_MAX_STEPS:
             raise ValueError(
                 f"max_episode_steps={max_episode_steps!r} is not valid: expected 1..{METAWORLD_MAX_STEPS} "
@@ -89,7 +91,9 @@ class MetaWorldEnv(gym.Env):
         spaces: dict[str, gym.Space] = {}
         if self.obs_mode in ("state", "state+image"):
             box = self._mw.sawyer_observation_space
-            spaces["state"] = gym.spaces.Box(box.low.astype(np.float32), box.high.astype(np.float32), dtype=np.float32)
+            spaces["state"] = gym.spaces.Box(
+                box.low.astype(np.float32), box.high.astype(np.float32), dtype=np.float32
+            )
         for cam in self.cameras:
             shape = (self.image_size, self.image_size, 3)
             spaces[f"image/{cam}"] = gym.spaces.Box(0, 255, shape, dtype=np.uint8)
@@ -164,7 +168,9 @@ class MetaWorldEnv(gym.Env):
         return obs
 
     # ----------------------------------------------------------------- rendering and state
-    def render_frame(self, camera: str = "corner2", size: int = 256, only_index: int | None = None) -> np.ndarray | None:
+    def render_frame(
+        self, camera: str = "corner2", size: int = 256, only_index: int | None = None
+    ) -> np.ndarray | None:
         """Render ``camera`` at ``size`` px: (size, size, 3) uint8; None when ``only_index`` is another env."""
         if only_index is not None and only_index != self.env_index:
             return None

@@ -47,8 +47,12 @@ class TimestepEncoder(nn.Module):
             if t.dim() == 0:
                 t = t.expand(batch)
             if t.dim() != 1:
-                raise ValueError(f"this denoiser takes one timestep per sample (B,), got shape {tuple(t.shape)}")
+                raise ValueError(
+                    f"this denoiser takes one timestep per sample (B,), got shape {tuple(t.shape)}"
+                )
             return self.mlp(self.pos_emb(t))  # (B, out_dim)
         if t.dim() != 2 or t.shape[1] != self.horizon:
-            raise ValueError(f"this denoiser takes per-position levels (B, {self.horizon}), got {tuple(t.shape)}")
+            raise ValueError(
+                f"this denoiser takes per-position levels (B, {self.horizon}), got {tuple(t.shape)}"
+            )
         return self.mlp(self.pos_emb(t).flatten(1))  # (B, Tp*E) -> (B, out_dim)

@@ -53,14 +53,18 @@ class MLPDenoiser(nn.Module):
         if cond_mode not in ("film", "concat"):
             raise ValueError(f"cond_mode must be 'film' or 'concat', got {cond_mode!r}")
         self.horizon, self.action_dim = horizon, action_dim
-        self.time_encoder = TimestepEncoder(time_embed_dim, horizon if per_position_levels else None, level_embed_dim)
+        self.time_encoder = TimestepEncoder(
+            time_embed_dim, horizon if per_position_levels else None, level_embed_dim
+        )
         cond_dim = time_embed_dim + global_cond_dim
         self.inp = nn.Linear(horizon * action_dim, hidden_dim)
         self.blocks = nn.ModuleList([_ResBlock(hidden_dim, cond_dim, cond_mode) for _ in range(n_blocks)])
         self.out_norm = nn.LayerNorm(hidden_dim)
         self.out = nn.Linear(hidden_dim, horizon * action_dim)
 
-    def forward(self, sample: torch.Tensor, timestep: torch.Tensor, global_cond: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, sample: torch.Tensor, timestep: torch.Tensor, global_cond: torch.Tensor
+    ) -> torch.Tensor:
         b = sample.shape[0]
         cond = torch.cat([self.time_encoder(timestep, b), global_cond], dim=-1)  # (B, C)
         h = self.inp(sample.reshape(b, -1))  # (B, H)

@@ -23,7 +23,9 @@ class Conv1dBlock(nn.Module):
     def __init__(self, cin: int, cout: int, kernel_size: int, n_groups: int = 8) -> None:
         super().__init__()
         self.block = nn.Sequential(
-            nn.Conv1d(cin, cout, kernel_size, padding=kernel_size // 2), nn.GroupNorm(n_groups, cout), nn.Mish()
+            nn.Conv1d(cin, cout, kernel_size, padding=kernel_size // 2),
+            nn.GroupNorm(n_groups, cout),
+            nn.Mish(),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -34,7 +36,13 @@ class ConditionalResidualBlock1D(nn.Module):
     """Two conv blocks; the first one's output is FiLM-modulated (scale and bias) or biased by the condition."""
 
     def __init__(
-        self, cin: int, cout: int, cond_dim: int, kernel_size: int = 3, n_groups: int = 8, cond_predict_scale: bool = True
+        self,
+        cin: int,
+        cout: int,
+        cond_dim: int,
+        kernel_size: int = 3,
+        n_groups: int = 8,
+        cond_predict_scale: bool = True,
     ) -> None:
         super().__init__()
         self.blocks = nn.ModuleList(
@@ -42,10 +50,14 @@ class ConditionalResidualBlock1D(nn.Module):
         )
         self.cond_predict_scale = cond_predict_scale
         self.out_channels = cout
-        self.cond_encoder = nn.Sequential(nn.Mish(), nn.Linear(cond_dim, cout * 2 if cond_predict_scale else cout))
+        self.cond_encoder = nn.Sequential(
+            nn.Mish(), nn.Linear(cond_dim, cout * 2 if cond_predict_scale else cout)
+        )
         self.residual_conv = nn.Conv1d(cin, cout, 1) if cin != cout else nn.Identity()
 
-    def forward(self, x: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:  # (B, Cin, T), (B, C) -> (B, Cout, T)
+    def forward(
+        self, x: torch.Tensor, cond: torch.Tensor
+    ) -> torch.Tensor:  # (B, Cin, T), (B, C) -> (B, Cout, T)
         out = self.blocks[0](x)
         embed = self.cond_encoder(cond)
         if self.cond_predict_scale:
@@ -76,11 +88,15 @@ class ConditionalUnet1D(nn.Module):
         super().__init__()
         n_down = len(down_dims) - 1
         if horizon % (2**n_down):
-            raise ValueError(f"UNet horizon {horizon} must be divisible by 2**(len(down_dims)-1) = {2**n_down}")
+            raise ValueError(
+                f"UNet horizon {horizon} must be divisible by 2**(len(down_dims)-1) = {2**n_down}"
+            )
         all_dims = [input_dim, *down_dims]
         start_dim = down_dims[0]
         dsed = diffusion_step_embed_dim
-        self.diffusion_step_encoder = TimestepEncoder(dsed, horizon if per_position_levels else None, level_embed_dim)
+        self.diffusion_step_encoder = TimestepEncoder(
+            dsed, horizon if per_position_levels else None, level_embed_dim
+        )
         cond_dim = dsed + global_cond_dim
         in_out = list(itertools.pairwise(all_dims))
 
@@ -93,19 +109,33 @@ class ConditionalUnet1D(nn.Module):
         for ind, (din, dout) in enumerate(in_out):
             is_last = ind >= len(in_out) - 1
             self.down_modules.append(
-                nn.ModuleList([res(din, dout), res(dout, dout), nn.Conv1d(dout, dout, 3, 2, 1) if not is_last else nn.Identity()])
+                nn.ModuleList(
+                    [
+                        res(din, dout),
+                        res(dout, dout),
+                        nn.Conv1d(dout, dout, 3, 2, 1) if not is_last else nn.Identity(),
+                    ]
+                )
             )
         self.up_modules = nn.ModuleList()
         for ind, (din, dout) in enumerate(reversed(in_out[1:])):
             is_last = ind >= len(in_out) - 1
             self.up_modules.append(
                 nn.ModuleList(
-                    [res(dout * 2, din), res(din, din), nn.ConvTranspose1d(din, din, 4, 2, 1) if not is_last else nn.Identity()]
+                    [
+                        res(dout * 2, din),
+                        res(din, din),
+                        nn.ConvTranspose1d(din, din, 4, 2, 1) if not is_last else nn.Identity(),
+                    ]
                 )
             )
-        self.final_conv = nn.Sequential(Conv1dBlock(start_dim, start_dim, kernel_size, n_groups), nn.Conv1d(start_dim, input_dim, 1))
+        self.final_conv = nn.Sequential(
+            Conv1dBlock(start_dim, start_dim, kernel_size, n_groups), nn.Conv1d(start_dim, input_dim, 1)
+        )
 
-    def forward(self, sample: torch.Tensor, timestep: torch.Tensor, global_cond: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, sample: torch.Tensor, timestep: torch.Tensor, global_cond: torch.Tensor
+    ) -> torch.Tensor:
         x = sample.moveaxis(-1, -2)  # (B, Da, Tp)
         cond = torch.cat([self.diffusion_step_encoder(timestep, x.shape[0]), global_cond], dim=-1)  # (B, C)
         skips = []

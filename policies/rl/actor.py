@@ -26,14 +26,24 @@ class TanhGaussianActor(nn.Module):
     chunk for latent 0).
     """
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: list[int] | tuple[int, ...] = (256, 256),
-                 scale: float = 1.0, act: str = "relu", layer_norm: bool = False, zero_init: bool = True,
-                 log_std_init: float = 0.0) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        hidden: list[int] | tuple[int, ...] = (256, 256),
+        scale: float = 1.0,
+        act: str = "relu",
+        layer_norm: bool = False,
+        zero_init: bool = True,
+        log_std_init: float = 0.0,
+    ) -> None:
         super().__init__()
         self.action_dim = action_dim
         self.scale = float(scale)
         self.trunk = mlp(obs_dim, list(hidden)[:-1], list(hidden)[-1], act=act, layer_norm=layer_norm)
-        self.trunk_act = nn.Sequential(nn.LayerNorm(hidden[-1]) if layer_norm else nn.Identity(), activation(act)())
+        self.trunk_act = nn.Sequential(
+            nn.LayerNorm(hidden[-1]) if layer_norm else nn.Identity(), activation(act)()
+        )
         self.mean = nn.Linear(hidden[-1], action_dim)
         self.log_std = nn.Linear(hidden[-1], action_dim)
         if zero_init:
@@ -53,8 +63,9 @@ class TanhGaussianActor(nn.Module):
         gauss = -0.5 * ((u - mu) / std) ** 2 - std.log() - 0.5 * math.log(2 * math.pi)
         return (gauss - tanh_log_det(u) - math.log(self.scale)).sum(-1)
 
-    def forward(self, obs: torch.Tensor, deterministic: bool = False,
-                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Sample an action (B, Da) in ±scale and its log-probability (B,); reparameterised."""
         mu, std = self.distribution(obs)
         if deterministic:

@@ -17,8 +17,15 @@ class CriticEnsemble(nn.Module):
     ``min`` over all heads (SAC), ``mean``, or ``min`` over a random subset of ``subset`` heads (REDQ/RLPD).
     """
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: list[int] | tuple[int, ...] = (256, 256),
-                 num_critics: int = 2, layer_norm: bool = True, act: str = "relu") -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        hidden: list[int] | tuple[int, ...] = (256, 256),
+        num_critics: int = 2,
+        layer_norm: bool = True,
+        act: str = "relu",
+    ) -> None:
         super().__init__()
         self.num_critics = num_critics
         layers: list[nn.Module] = []
@@ -37,8 +44,13 @@ class CriticEnsemble(nn.Module):
         x = x.unsqueeze(0).expand(self.num_critics, *x.shape)  # (E, B, Do + Da)
         return self.net(x).squeeze(-1)  # (E, B)
 
-    def reduce(self, q: torch.Tensor, how: str = "min", subset: int | None = None,
-               generator: torch.Generator | None = None) -> torch.Tensor:
+    def reduce(
+        self,
+        q: torch.Tensor,
+        how: str = "min",
+        subset: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """Combine heads (E, B) → (B,): ``min``, ``mean``, or the min of a random ``subset`` of heads."""
         if subset is not None and subset < q.shape[0]:
             idx = torch.randperm(q.shape[0], generator=generator, device="cpu")[:subset].to(q.device)

@@ -18,8 +18,13 @@ def activation(name: str) -> type[nn.Module]:
         raise ValueError(f"activation {name!r} is not known: expected one of {sorted(ACTIVATIONS)}") from None
 
 
-def mlp(in_dim: int, hidden: list[int] | tuple[int, ...], out_dim: int, act: str = "relu",
-        layer_norm: bool = False) -> nn.Sequential:
+def mlp(
+    in_dim: int,
+    hidden: list[int] | tuple[int, ...],
+    out_dim: int,
+    act: str = "relu",
+    layer_norm: bool = False,
+) -> nn.Sequential:
     """Linear → [LayerNorm] → act, repeated, then a linear head (LayerNorm after each hidden layer as in RLPD)."""
     layers: list[nn.Module] = []
     dim = in_dim

@@ -16,15 +16,21 @@ import torch
 class ReplayBuffer:
     """A ring buffer of ``capacity`` transitions with fields ``spec = {name: (shape, dtype)}``."""
 
-    def __init__(self, capacity: int, spec: Mapping[str, tuple[tuple[int, ...], torch.dtype]],
-                 device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self,
+        capacity: int,
+        spec: Mapping[str, tuple[tuple[int, ...], torch.dtype]],
+        device: str | torch.device = "cpu",
+    ) -> None:
         if capacity <= 0:
             raise ValueError(f"replay capacity must be positive, got {capacity}")
         self.capacity = int(capacity)
         self.device = torch.device(device)
         self.spec = {k: (tuple(shape), dtype) for k, (shape, dtype) in spec.items()}
-        self.data = {k: torch.zeros((self.capacity, *shape), dtype=dtype, device=self.device)
-                     for k, (shape, dtype) in self.spec.items()}
+        self.data = {
+            k: torch.zeros((self.capacity, *shape), dtype=dtype, device=self.device)
+            for k, (shape, dtype) in self.spec.items()
+        }
         self.ptr = 0
         self.size = 0
 
@@ -36,15 +42,18 @@ class ReplayBuffer:
         missing = set(self.spec) - set(fields)
         extra = set(fields) - set(self.spec)
         if missing or extra:
-            raise KeyError(f"replay add: missing fields {sorted(missing)}, unknown fields {sorted(extra)}; "
-                           f"expected exactly {sorted(self.spec)}")
+            raise KeyError(
+                f"replay add: missing fields {sorted(missing)}, unknown fields {sorted(extra)}; "
+                f"expected exactly {sorted(self.spec)}"
+            )
         n = next(iter(fields.values())).shape[0]
         idx = (self.ptr + torch.arange(n)) % self.capacity
         for k, v in fields.items():
             v = torch.as_tensor(v).to(self.device, self.spec[k][1])
             if v.shape != (n, *self.spec[k][0]):
-                raise ValueError(f"replay field {k!r}: got shape {tuple(v.shape)}, "
-                                 f"expected {(n, *self.spec[k][0])}")
+                raise ValueError(
+                    f"replay field {k!r}: got shape {tuple(v.shape)}, expected {(n, *self.spec[k][0])}"
+                )
             self.data[k][idx.to(self.device)] = v
         self.ptr = int((self.ptr + n) % self.capacity)
         self.size = min(self.size + n, self.capacity)
@@ -70,8 +79,13 @@ class ReplayBuffer:
             self.data[k][: self.size] = state[f"data/{k}"].to(self.device)
 
 
-def sample_mixed(offline: ReplayBuffer | None, online: ReplayBuffer, batch_size: int, offline_ratio: float,
-                 generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+def sample_mixed(
+    offline: ReplayBuffer | None,
+    online: ReplayBuffer,
+    batch_size: int,
+    offline_ratio: float,
+    generator: torch.Generator | None = None,
+) -> dict[str, torch.Tensor]:
     """Exactly ``round(batch_size · offline_ratio)`` transitions from ``offline``, the rest from ``online``."""
     n_off = round(batch_size * offline_ratio) if offline is not None and len(offline) else 0
     on = online.sample(batch_size - n_off, generator)

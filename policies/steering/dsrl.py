@@ -70,8 +70,14 @@ class DSRL(nn.Module):
     low-dim observation history). ``exec_slice``: which rows of the decoded (Tp, Da) chunk are executed.
     """
 
-    def __init__(self, base: NoiseDecoder, obs_dim: int, exec_slice: slice, config: DSRLConfig | None = None,
-                 obs_keys: tuple[str, ...] = ("state",)) -> None:
+    def __init__(
+        self,
+        base: NoiseDecoder,
+        obs_dim: int,
+        exec_slice: slice,
+        config: DSRLConfig | None = None,
+        obs_keys: tuple[str, ...] = ("state",),
+    ) -> None:
         super().__init__()
         self.config = cfg = config or DSRLConfig()
         object.__setattr__(self, "base", base)  # not a sub-module: stays out of state_dict and optimizers
@@ -84,8 +90,15 @@ class DSRL(nn.Module):
         self.latent_dim = math.prod(self.latent_shape)
         self.exec_dim = len(range(*exec_slice.indices(self.latent_shape[0]))) * self.latent_shape[1]
         kw = {"hidden": cfg.hidden, "num_critics": cfg.num_critics, "layer_norm": True, "act": cfg.activation}
-        self.actor = TanhGaussianActor(obs_dim, self.latent_dim, hidden=cfg.hidden, scale=cfg.latent_bound,
-                                       act=cfg.activation, layer_norm=True, zero_init=True)
+        self.actor = TanhGaussianActor(
+            obs_dim,
+            self.latent_dim,
+            hidden=cfg.hidden,
+            scale=cfg.latent_bound,
+            act=cfg.activation,
+            layer_norm=True,
+            zero_init=True,
+        )
         self.temperature = Temperature(cfg.init_temperature, cfg.target_entropy)
         if cfg.variant == "na":
             self.critic = CriticEnsemble(obs_dim, self.exec_dim, **kw)  # Q^A(s, a_executed)
@@ -111,8 +124,12 @@ class DSRL(nn.Module):
         return chunk[:, self.exec_slice]
 
     @torch.no_grad()
-    def act(self, obs: dict[str, torch.Tensor], deterministic: bool = False,
-            generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def act(
+        self,
+        obs: dict[str, torch.Tensor],
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(latent (B, Tp·Da), executed chunk (B, Ta, Da)) for the current observation history."""
         latent, _ = self.actor(self.features(obs), deterministic=deterministic, generator=generator)
         return latent, self.decode(obs, latent)
@@ -120,7 +137,9 @@ class DSRL(nn.Module):
     def random_latent(self, batch: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """Warm-up latents: N(0, I), unclipped for NA; clipped to the bound for SAC (as the reference)."""
         w = torch.randn(batch, self.latent_dim, generator=generator)
-        return w if self.config.variant == "na" else w.clamp(-self.config.latent_bound, self.config.latent_bound)
+        return (
+            w if self.config.variant == "na" else w.clamp(-self.config.latent_bound, self.config.latent_bound)
+        )
 
     # ---------------------------------------------------------------------------------------- learning
     def update(self, batch: dict[str, Any], generator: torch.Generator | None = None) -> dict[str, float]:
@@ -167,20 +186,26 @@ class DSRL(nn.Module):
         self.temperature_opt.step()
         polyak_update(self.critic_target, self.critic, cfg.tau)
         return {
-            "critic_loss": critic_loss.item(), "actor_loss": actor_loss.item(), "q": q.mean().item(),
-            "alpha": alpha.item(), "entropy": -logp.detach().mean().item(), "target_q": target.mean().item(),
+            "critic_loss": critic_loss.item(),
+            "actor_loss": actor_loss.item(),
+            "q": q.mean().item(),
+            "alpha": alpha.item(),
+            "entropy": -logp.detach().mean().item(),
+            "target_q": target.mean().item(),
         }
 
-    def actor_loss(self, s: torch.Tensor, alpha: torch.Tensor,
-                   generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def actor_loss(
+        self, s: torch.Tensor, alpha: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(α·log π(w̃|s) − min Q(s, w̃)).mean() — against Q^W for NA, never Q^A; also returns log π."""
         w, logp = self.actor(s, generator=generator)
         actor_critic = self.noise_critic if self.config.variant == "na" else self.critic
         q_pi = actor_critic.reduce(actor_critic(s, w), "min")
         return (alpha * logp - q_pi).mean(), logp
 
-    def update_noise_critic(self, obs: dict[str, torch.Tensor],
-                            generator: torch.Generator | None = None) -> dict[str, float]:
+    def update_noise_critic(
+        self, obs: dict[str, torch.Tensor], generator: torch.Generator | None = None
+    ) -> dict[str, float]:
         """NA distillation: Q^W_i(s, w) ← Q^A_i(s, π_dp(s, w)), w ~ N(0, I) unclipped, online Q^A."""
         s = self.features(obs)
         w = torch.randn(s.shape[0], self.latent_dim, generator=generator)
@@ -200,8 +225,12 @@ class DSRL(nn.Module):
         return opts
 
     def get_config(self) -> dict[str, Any]:
-        return {"dsrl": asdict(self.config), "latent_shape": list(self.latent_shape),
-                "exec_slice": [self.exec_slice.start, self.exec_slice.stop], "obs_keys": list(self.obs_keys)}
+        return {
+            "dsrl": asdict(self.config),
+            "latent_shape": list(self.latent_shape),
+            "exec_slice": [self.exec_slice.start, self.exec_slice.stop],
+            "obs_keys": list(self.obs_keys),
+        }
 
 
 # ================================================================================================ running
@@ -256,7 +285,9 @@ class SteeredPolicy:
             return self.policy.act(obs)
 
 
-def _final_obs(info: dict[str, Any], next_obs: dict[str, Any], done: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+def _final_obs(
+    info: dict[str, Any], next_obs: dict[str, Any], done: Any, keys: tuple[str, ...]
+) -> dict[str, Any]:
     """Next observations with the finished envs' rows replaced by their episodes' last observations."""
     import numpy as np
 
@@ -269,9 +300,16 @@ def _final_obs(info: dict[str, Any], next_obs: dict[str, Any], done: Any, keys: 
     return out
 
 
-def run_dsrl(agent: DSRL, env: Any, cfg: DSRLRunConfig, out_dir: str, eval_fn: Any = None,
-             offline: dict[str, torch.Tensor] | None = None, resume: bool = False,
-             checkpoint_config: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_dsrl(
+    agent: DSRL,
+    env: Any,
+    cfg: DSRLRunConfig,
+    out_dir: str,
+    eval_fn: Any = None,
+    offline: dict[str, torch.Tensor] | None = None,
+    resume: bool = False,
+    checkpoint_config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Collect chunk transitions from ``env`` and train ``agent``; returns the final metrics.
 
     ``env``: the batched env protocol with ``action_chunk=Ta`` and observation histories (B, To, ...).
@@ -305,7 +343,9 @@ def run_dsrl(agent: DSRL, env: Any, cfg: DSRLRunConfig, out_dir: str, eval_fn: A
     offline_buf = None
     if offline is not None:
         if not na:
-            raise ValueError("offline demonstrations need variant=na: DSRL-SAC's critic is over latents, not actions")
+            raise ValueError(
+                "offline demonstrations need variant=na: DSRL-SAC's critic is over latents, not actions"
+            )
         offline_buf = ReplayBuffer(len(offline["reward"]), spec)
         offline_buf.add(**offline)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -326,9 +366,17 @@ def run_dsrl(agent: DSRL, env: Any, cfg: DSRLRunConfig, out_dir: str, eval_fn: A
     def save() -> None:
         modules: dict[str, Any] = {"agent": agent.state_dict(), "buffer": buffer.state_dict()}
         modules.update({f"opt_{n}": o.state_dict() for n, o in agent.optimizers().items()})
-        save_checkpoint(ckpt_dir, modules, {"kind": "dsrl", **agent.get_config(), **(checkpoint_config or {})},
-                        extra={"counters": dict(counters), "history": history, "rng": get_rng_state(),
-                               "generator": gen.get_state()})
+        save_checkpoint(
+            ckpt_dir,
+            modules,
+            {"kind": "dsrl", **agent.get_config(), **(checkpoint_config or {})},
+            extra={
+                "counters": dict(counters),
+                "history": history,
+                "rng": get_rng_state(),
+                "generator": gen.get_state(),
+            },
+        )
 
     def evaluate() -> None:
         if eval_fn is None:
@@ -349,8 +397,13 @@ def run_dsrl(agent: DSRL, env: Any, cfg: DSRLRunConfig, out_dir: str, eval_fn: A
     next_ckpt = (counters["env_steps"] // cfg.checkpoint_every + 1) * cfg.checkpoint_every
     next_log = counters["env_steps"] + cfg.log_every
     info_acc: dict[str, float] = {}
-    bar = tqdm(total=cfg.env_steps, initial=counters["env_steps"], unit="step", desc=f"dsrl-{agent.config.variant}",
-               disable=not cfg.progress)
+    bar = tqdm(
+        total=cfg.env_steps,
+        initial=counters["env_steps"],
+        unit="step",
+        desc=f"dsrl-{agent.config.variant}",
+        disable=not cfg.progress,
+    )
     if not history and eval_fn is not None:
         evaluate()  # the base policy's own success (latent 0 from the zero-initialised actor)
     while counters["env_steps"] < cfg.env_steps:
@@ -371,10 +424,13 @@ def run_dsrl(agent: DSRL, env: Any, cfg: DSRLRunConfig, out_dir: str, eval_fn: A
             r = np.asarray(reward, dtype=np.float64)
         done_any = np.asarray(terminated) | np.asarray(truncated)
         real_next = _final_obs(info, next_obs, done_any, keys)
-        buffer.add(**{f"obs/{k}": obs_t[k] for k in keys},
-                   **{f"next_obs/{k}": torch.as_tensor(real_next[k], dtype=torch.float32) for k in keys},
-                   taken=(chunk.flatten(1) if na else latent), reward=torch.as_tensor(r, dtype=torch.float32),
-                   done=torch.as_tensor(np.asarray(terminated), dtype=torch.float32))
+        buffer.add(
+            **{f"obs/{k}": obs_t[k] for k in keys},
+            **{f"next_obs/{k}": torch.as_tensor(real_next[k], dtype=torch.float32) for k in keys},
+            taken=(chunk.flatten(1) if na else latent),
+            reward=torch.as_tensor(r, dtype=torch.float32),
+            done=torch.as_tensor(np.asarray(terminated), dtype=torch.float32),
+        )
         counters["env_steps"] += int(steps.sum())
         counters["transitions"] += num_envs
         bar.update(int(steps.sum()))
@@ -398,19 +454,31 @@ def run_dsrl(agent: DSRL, env: Any, cfg: DSRLRunConfig, out_dir: str, eval_fn: A
             if na:
                 for _ in range(agent.config.noise_critic_steps):
                     batch = sample_mixed(offline_buf, buffer, agent.config.batch_size, cfg.offline_ratio, gen)
-                    info_acc.update(agent.update_noise_critic(_as_agent_batch(batch, keys, na)["obs"], generator=gen))
+                    info_acc.update(
+                        agent.update_noise_critic(_as_agent_batch(batch, keys, na)["obs"], generator=gen)
+                    )
 
         if counters["env_steps"] >= next_log:
             next_log += cfg.log_every
             elapsed = time.perf_counter() - start
-            tb.add_scalar("perf/env_steps_per_s", counters["env_steps"] / max(elapsed, 1e-9), counters["env_steps"])
-            tb.add_scalar("perf/updates_per_s", counters["updates"] / max(elapsed, 1e-9), counters["env_steps"])
+            tb.add_scalar(
+                "perf/env_steps_per_s", counters["env_steps"] / max(elapsed, 1e-9), counters["env_steps"]
+            )
+            tb.add_scalar(
+                "perf/updates_per_s", counters["updates"] / max(elapsed, 1e-9), counters["env_steps"]
+            )
             for k, v in info_acc.items():
                 tb.add_scalar(f"train/{k}", v, counters["env_steps"])
             if recent:
-                tb.add_scalar("train/success_rate", float(np.mean([s for s, _ in recent[-50:]])), counters["env_steps"])
-                tb.add_scalar("train/return", float(np.mean([x for _, x in recent[-50:]])), counters["env_steps"])
-                bar.set_postfix(success=f"{np.mean([s for s, _ in recent[-50:]]):.0%}", q=f"{info_acc.get('q', 0):.2f}")
+                tb.add_scalar(
+                    "train/success_rate", float(np.mean([s for s, _ in recent[-50:]])), counters["env_steps"]
+                )
+                tb.add_scalar(
+                    "train/return", float(np.mean([x for _, x in recent[-50:]])), counters["env_steps"]
+                )
+                bar.set_postfix(
+                    success=f"{np.mean([s for s, _ in recent[-50:]]):.0%}", q=f"{info_acc.get('q', 0):.2f}"
+                )
         if next_eval is not None and counters["env_steps"] >= next_eval:
             next_eval += cfg.eval_every
             evaluate()

@@ -362,10 +362,18 @@ class Trainer:
         if hasattr(self.dataset, "get_batch"):
             # One vectorised gather per batch (SequenceDataset) instead of batch_size items + collation;
             # the sampler order, and so exact resume, is unchanged.
-            batching: dict[str, Any] = {"dataset": _BatchView(self.dataset), "batch_size": None,
-                                        "sampler": BatchSampler(sampler, cfg.batch_size, drop_last=True)}
+            batching: dict[str, Any] = {
+                "dataset": _BatchView(self.dataset),
+                "batch_size": None,
+                "sampler": BatchSampler(sampler, cfg.batch_size, drop_last=True),
+            }
         else:
-            batching = {"dataset": self.dataset, "batch_size": cfg.batch_size, "sampler": sampler, "drop_last": True}
+            batching = {
+                "dataset": self.dataset,
+                "batch_size": cfg.batch_size,
+                "sampler": sampler,
+                "drop_last": True,
+            }
         self.loader = DataLoader(
             **batching,
             num_workers=cfg.num_workers,

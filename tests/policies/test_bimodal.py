@@ -11,8 +11,18 @@ torch.set_num_threads(1)
 
 MODE = 0.7
 META = {"obs": {"state": {"shape": [1], "type": "low_dim"}}, "action": {"shape": [1]}}
-STATS = {"state": {"min": np.array([-1.0]), "max": np.array([1.0])}, "action": {"min": np.array([-1.0]), "max": np.array([1.0])}}
-TOY = {"n_obs_steps": 1, "horizon": 2, "n_action_steps": 1, "mlp_hidden_dim": 64, "mlp_n_blocks": 2, "time_embed_dim": 32}
+STATS = {
+    "state": {"min": np.array([-1.0]), "max": np.array([1.0])},
+    "action": {"min": np.array([-1.0]), "max": np.array([1.0])},
+}
+TOY = {
+    "n_obs_steps": 1,
+    "horizon": 2,
+    "n_action_steps": 1,
+    "mlp_hidden_dim": 64,
+    "mlp_n_blocks": 2,
+    "time_embed_dim": 32,
+}
 
 
 def toy_batch(b: int, g: torch.Generator) -> dict:
@@ -45,7 +55,10 @@ def test_diffusion_samples_both_modes_regressor_collapses() -> None:
     assert hi > 0.25 and lo > 0.25 and hi + lo > 0.85, (hi, lo)
 
     regressor = torch.nn.Sequential(torch.nn.Linear(1, 64), torch.nn.Mish(), torch.nn.Linear(64, 2))
-    train(lambda b: torch.nn.functional.mse_loss(regressor(b["obs"]["state"][:, 0]), b["action"][..., 0]), regressor.parameters())
+    train(
+        lambda b: torch.nn.functional.mse_loss(regressor(b["obs"]["state"][:, 0]), b["action"][..., 0]),
+        regressor.parameters(),
+    )
     with torch.no_grad():
         pred = regressor(torch.zeros(400, 1))
     hi, lo = mode_fractions(pred)

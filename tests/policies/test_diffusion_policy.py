@@ -19,8 +19,12 @@ def diffusers_ddim_reference(policy, obs: dict, noise: torch.Tensor) -> torch.Te
     """The stock diffusers DDIMScheduler loop (eta=0) on the same grid, written independently of the policy."""
     c = policy.config
     sched = DDIMScheduler(
-        num_train_timesteps=c.num_train_timesteps, beta_schedule=c.beta_schedule, clip_sample=c.clip_sample,
-        set_alpha_to_one=True, steps_offset=0, prediction_type=c.prediction_type,
+        num_train_timesteps=c.num_train_timesteps,
+        beta_schedule=c.beta_schedule,
+        clip_sample=c.clip_sample,
+        set_alpha_to_one=True,
+        steps_offset=0,
+        prediction_type=c.prediction_type,
     )
     sched.set_timesteps(c.num_inference_steps)
     with torch.no_grad():
@@ -34,8 +38,12 @@ def diffusers_ddim_reference(policy, obs: dict, noise: torch.Tensor) -> torch.Te
 
 @pytest.mark.parametrize("prediction_type", ["epsilon", "sample", "v_prediction"])
 @pytest.mark.parametrize("clip_sample", [True, False])
-def test_ddim_matches_diffusers(prediction_type: str, clip_sample: bool, shape_meta: dict, stats: dict) -> None:
-    policy = make_policy("diffusion", shape_meta, stats, prediction_type=prediction_type, clip_sample=clip_sample, **TINY)
+def test_ddim_matches_diffusers(
+    prediction_type: str, clip_sample: bool, shape_meta: dict, stats: dict
+) -> None:
+    policy = make_policy(
+        "diffusion", shape_meta, stats, prediction_type=prediction_type, clip_sample=clip_sample, **TINY
+    )
     randomize(policy, scale=0.1)
     obs = obs_window(4)
     for noise in (torch.zeros(4, *policy.noise_shape), torch.randn(4, *policy.noise_shape)):
@@ -55,7 +63,9 @@ def test_ddim_deterministic_and_noise_sensitive(shape_meta: dict, stats: dict) -
     assert torch.equal(a, policy.sample(obs, n1.clone()))  # bit-identical
     assert torch.equal(a, policy.sample({"state": obs["state"].numpy()}, n1.numpy()))  # numpy accepted
     assert not torch.allclose(a, policy.sample(obs, n2), atol=1e-4)
-    assert not torch.allclose(policy.sample(obs), policy.sample(obs), atol=1e-4)  # fresh noise when none given
+    assert not torch.allclose(
+        policy.sample(obs), policy.sample(obs), atol=1e-4
+    )  # fresh noise when none given
     with pytest.raises(ValueError, match="noise has shape"):
         policy.sample(obs, torch.randn(2, 8, ACTION_DIM))
 
@@ -65,7 +75,9 @@ def test_ddpm_scheduler_option(shape_meta: dict, stats: dict) -> None:
     randomize(policy)
     obs = obs_window(2)
     noise = torch.randn(2, *policy.noise_shape)
-    assert torch.equal(policy.sample(obs, noise), policy.sample(obs, noise))  # noise given -> DDIM, deterministic
+    assert torch.equal(
+        policy.sample(obs, noise), policy.sample(obs, noise)
+    )  # noise given -> DDIM, deterministic
     assert policy.sample(obs).shape == (2, 16, ACTION_DIM)
 
 
@@ -122,7 +134,9 @@ def test_per_row_reset(shape_meta: dict, stats: dict) -> None:
     policy.reset(env_ids=[1])
     policy.act({"state": np.full((3, STATE_DIM), 10.0, np.float32)})
     assert len(counter.calls) == 2 and counter.calls[1]["state"].shape[0] == 1  # only row 1 re-planned
-    assert torch.equal(counter.calls[1]["state"], torch.full((1, 2, STATE_DIM), 10.0))  # its history restarted
+    assert torch.equal(
+        counter.calls[1]["state"], torch.full((1, 2, STATE_DIM), 10.0)
+    )  # its history restarted
     for i in range(5):
         policy.act({"state": np.full((3, STATE_DIM), 11.0 + i, np.float32)})
     # at step 8 rows 0 and 2 have served 8 actions and are re-planned together, row 1 keeps its queue
@@ -154,7 +168,9 @@ def test_image_policy(stats: dict) -> None:
         },
         "action": {"shape": [ACTION_DIM]},
     }
-    policy = make_policy("diffusion", meta, stats, rgb_channels=(8, 16), rgb_num_kp=4, rgb_feature_dim=8, **TINY)
+    policy = make_policy(
+        "diffusion", meta, stats, rgb_channels=(8, 16), rgb_num_kp=4, rgb_feature_dim=8, **TINY
+    )
     img = torch.randint(0, 256, (2, 2, 24, 24, 3), dtype=torch.uint8)
     obs = {"state": torch.randn(2, 2, STATE_DIM), "image/a": img, "image/b": img.flip(2)}
     loss, _ = policy.loss({"obs": obs, "action": torch.zeros(2, 16, ACTION_DIM)})
@@ -170,7 +186,10 @@ def test_sampler_overhead_at_batch_1() -> None:
     import time
 
     meta = {"obs": {"state": {"shape": [39], "type": "low_dim"}}, "action": {"shape": [4]}}
-    st = {"state": {"min": -np.ones(39), "max": np.ones(39)}, "action": {"min": -np.ones(4), "max": np.ones(4)}}
+    st = {
+        "state": {"min": -np.ones(39), "max": np.ones(39)},
+        "action": {"min": -np.ones(4), "max": np.ones(4)},
+    }
     policy = make_policy("diffusion", meta, st).eval()
     obs = {"state": torch.randn(1, 2, 39)}
     cond, x, t = policy.encode_obs(obs).detach(), torch.randn(1, 16, 4), torch.tensor([50])

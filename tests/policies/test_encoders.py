@@ -42,10 +42,22 @@ def test_multi_camera_fusion(share: bool) -> None:
         },
         "action": {"shape": [2]},
     }
-    enc = ObsEncoder(meta, n_obs_steps=2, lowdim_hidden=(16,), rgb_channels=(8,), rgb_num_kp=4, rgb_feature_dim=6, share_rgb_encoder=share)
+    enc = ObsEncoder(
+        meta,
+        n_obs_steps=2,
+        lowdim_hidden=(16,),
+        rgb_channels=(8,),
+        rgb_num_kp=4,
+        rgb_feature_dim=6,
+        share_rgb_encoder=share,
+    )
     assert enc.out_dim == 2 * (16 + 6 + 6)
     assert (enc.encoders["image__a"] is enc.encoders["image__b"]) == share
-    obs = {"state": torch.randn(3, 2, 7), "image/a": torch.rand(3, 2, 16, 16, 3), "image/b": torch.rand(3, 2, 16, 16, 3)}
+    obs = {
+        "state": torch.randn(3, 2, 7),
+        "image/a": torch.rand(3, 2, 16, 16, 3),
+        "image/b": torch.rand(3, 2, 16, 16, 3),
+    }
     out = enc(obs)
     assert out.shape == (3, enc.out_dim)
     out.sum().backward()
@@ -68,8 +80,19 @@ def test_default_sizes_for_cpu() -> None:
 def test_denoisers_timestep_and_levels(backbone: str, cond_mode: str) -> None:
     def build(per_pos: bool) -> torch.nn.Module:
         if backbone == "mlp":
-            return MLPDenoiser(3, 8, 10, hidden_dim=32, n_blocks=2, time_embed_dim=16, cond_mode=cond_mode, per_position_levels=per_pos)
-        return ConditionalUnet1D(3, 10, 8, 16, (16, 32), 3, 8, cond_mode == "film", per_position_levels=per_pos)
+            return MLPDenoiser(
+                3,
+                8,
+                10,
+                hidden_dim=32,
+                n_blocks=2,
+                time_embed_dim=16,
+                cond_mode=cond_mode,
+                per_position_levels=per_pos,
+            )
+        return ConditionalUnet1D(
+            3, 10, 8, 16, (16, 32), 3, 8, cond_mode == "film", per_position_levels=per_pos
+        )
 
     x, cond = torch.randn(2, 8, 3), torch.randn(2, 10)
     net = build(False)

@@ -11,8 +11,18 @@ from policies import make_policy
 torch.set_num_threads(1)
 
 META = {"obs": {"state": {"shape": [1], "type": "low_dim"}}, "action": {"shape": [1]}}
-STATS = {"state": {"min": np.array([-1.0]), "max": np.array([1.0])}, "action": {"min": np.array([-1.0]), "max": np.array([1.0])}}
-TINY = {"n_obs_steps": 1, "horizon": 1, "n_action_steps": 1, "mlp_hidden_dim": 64, "mlp_n_blocks": 2, "time_embed_dim": 32}
+STATS = {
+    "state": {"min": np.array([-1.0]), "max": np.array([1.0])},
+    "action": {"min": np.array([-1.0]), "max": np.array([1.0])},
+}
+TINY = {
+    "n_obs_steps": 1,
+    "horizon": 1,
+    "n_action_steps": 1,
+    "mlp_hidden_dim": 64,
+    "mlp_n_blocks": 2,
+    "time_embed_dim": 32,
+}
 
 
 def test_euler_deterministic_and_matches_manual_loop() -> None:

@@ -20,7 +20,9 @@ def test_round_trip_and_range(shape_meta: dict, stats: dict) -> None:
     x = torch.rand(64, 5) * 3 - 1  # within [-1, 2]
     y = norm.normalize("state", x)
     assert y.min() >= -1 - 1e-6 and y.max() <= 1 + 1e-6
-    torch.testing.assert_close(norm.normalize("state", torch.tensor([[-1.0] * 5, [2.0] * 5])), torch.tensor([[-1.0] * 5, [1.0] * 5]))
+    torch.testing.assert_close(
+        norm.normalize("state", torch.tensor([[-1.0] * 5, [2.0] * 5])), torch.tensor([[-1.0] * 5, [1.0] * 5])
+    )
     torch.testing.assert_close(norm.unnormalize("state", y), x, atol=1e-6, rtol=0)
 
 

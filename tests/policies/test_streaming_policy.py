@@ -63,7 +63,9 @@ def test_renoise_is_applied(shape_meta: dict, stats: dict) -> None:
     """The first To-1 positions after the shift must hold a noised version of the executed action (§4.5.1)."""
     p = make_sdp(shape_meta, stats)
     chunk = p.stream_step(obs_window(64))
-    last_exec = p.normalizer.normalize("action", chunk[:, p.exec_pos])  # (B, Da) the clean value that moved to 0
+    last_exec = p.normalizer.normalize(
+        "action", chunk[:, p.exec_pos]
+    )  # (B, Da) the clean value that moved to 0
     residual = p._buffer[:, 0] - last_exec
     assert residual.std() > 0.5  # level 4 of 10 -> substantial noise; the reference's bug leaves it at 0
 
@@ -121,7 +123,9 @@ def test_config_validation(shape_meta: dict) -> None:
 
 def test_three_chunks(shape_meta: dict, stats: dict) -> None:
     """The reference's pusht layout (Tp=16, To=2, Ta=5 -> h=3) with N_inf divisible by h."""
-    p = make_sdp(shape_meta, stats, horizon=16, n_action_steps=5, num_train_timesteps=120, num_inference_steps=12)
+    p = make_sdp(
+        shape_meta, stats, horizon=16, n_action_steps=5, num_train_timesteps=120, num_inference_steps=12
+    )
     assert p.h == 3 and p.nfe_per_call == 4
     assert p.init_levels.tolist() == [3] * 6 + [7] * 5 + [11] * 5
     for _ in range(3):
@@ -138,7 +142,9 @@ def test_per_position_conditioning(shape_meta: dict, stats: dict) -> None:
     base = p.model(x, levels, cond)
     changed = levels.clone()
     changed[0, 15] = 20
-    assert not torch.allclose(p.model(x, changed, cond)[0, :5], base[0, :5])  # global FiLM reaches other positions
+    assert not torch.allclose(
+        p.model(x, changed, cond)[0, :5], base[0, :5]
+    )  # global FiLM reaches other positions
 
 
 def test_h1_reduces_to_dp_sampling(shape_meta: dict, stats: dict) -> None:
@@ -149,8 +155,14 @@ def test_h1_reduces_to_dp_sampling(shape_meta: dict, stats: dict) -> None:
     streamed = p.stream_step(obs, init_noise=noise)
     assert torch.equal(streamed, p.sample(obs, noise))
     c = p.config
-    sched = DDIMScheduler(num_train_timesteps=c.num_train_timesteps, beta_schedule=c.beta_schedule, clip_sample=c.clip_sample,
-                          set_alpha_to_one=True, steps_offset=0, prediction_type=c.prediction_type)
+    sched = DDIMScheduler(
+        num_train_timesteps=c.num_train_timesteps,
+        beta_schedule=c.beta_schedule,
+        clip_sample=c.clip_sample,
+        set_alpha_to_one=True,
+        steps_offset=0,
+        prediction_type=c.prediction_type,
+    )
     sched.set_timesteps(c.num_inference_steps)
     with torch.no_grad():
         cond, x = p.encode_obs(obs), noise.clone()

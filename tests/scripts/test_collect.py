@@ -58,8 +58,14 @@ def test_different_seed_gives_different_data(tmp_path):
 
 
 def test_keep_all_with_heavy_noise_keeps_failures(tmp_path):
-    cfg = _cfg(task="push-v3", episodes=2, keep="all", random_segment_prob=1.0, random_segment_len=500,
-               max_episode_steps=40)
+    cfg = _cfg(
+        task="push-v3",
+        episodes=2,
+        keep="all",
+        random_segment_prob=1.0,
+        random_segment_len=500,
+        max_episode_steps=40,
+    )
     m = collect(cfg, tmp_path)
     assert m["episodes"] == 2 and m["attempts"] == 2
     for ep in _arrays(tmp_path / "demos.hdf5"):
@@ -79,8 +85,19 @@ def test_recorded_transitions_are_consistent(tmp_path):
 def test_cli_writes_run_directory(tmp_path):
     out = tmp_path / "run"
     res = subprocess.run(
-        [sys.executable, "-m", "scripts.collect", "task=reach-v3", "episodes=2", "progress=false", f"out={out}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "scripts.collect",
+            "task=reach-v3",
+            "episodes=2",
+            "progress=false",
+            f"out={out}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert res.returncode == 0, res.stderr[-2000:]
     metrics = json.loads((out / "metrics.json").read_text())
@@ -92,7 +109,10 @@ def test_cli_writes_run_directory(tmp_path):
 def test_cli_rejects_unknown_task(tmp_path):
     res = subprocess.run(
         [sys.executable, "-m", "scripts.collect", "task=psh-v3", "episodes=1", f"out={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert res.returncode != 0
     assert "push-v3" in res.stderr  # the nearest valid name is suggested
@@ -110,8 +130,19 @@ def test_ctrl_c_leaves_a_valid_file_with_the_finished_episodes(tmp_path):
 
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scripts.collect", "task=reach-v3", "episodes=100000", "progress=false", f"out={out}"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "scripts.collect",
+            "task=reach-v3",
+            "episodes=100000",
+            "progress=false",
+            f"out={out}",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     partial = out / "demos.hdf5.partial"
     deadline = time.time() + 120

@@ -16,8 +16,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scripts.evaluate", "progress=false", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "scripts.evaluate", "progress=false", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_replay_regenerates_the_dataset_exactly(tmp_path):
@@ -31,7 +36,9 @@ def test_replay_regenerates_the_dataset_exactly(tmp_path):
 
 
 def test_expert_cli_writes_metrics_and_video(tmp_path):
-    res = _run("policy=expert", "task=reach-v3", "episodes=4", "num_envs=2", "video_episodes=1", f"out={tmp_path}")
+    res = _run(
+        "policy=expert", "task=reach-v3", "episodes=4", "num_envs=2", "video_episodes=1", f"out={tmp_path}"
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     m = json.loads((tmp_path / "metrics.json").read_text())
     assert m["episodes"] == 4 and m["success_rate"] >= 0.75
@@ -49,6 +56,9 @@ def test_bad_policy_and_missing_arguments_are_clear(tmp_path):
 
 def test_obs_mode_from_shape_meta():
     state = {"obs": {"state": {"shape": [39]}}, "action": {"shape": [4]}}
-    both = {"obs": {"state": {"shape": [39]}, "image/corner2": {"shape": [96, 96, 3]}}, "action": {"shape": [4]}}
+    both = {
+        "obs": {"state": {"shape": [39]}, "image/corner2": {"shape": [96, 96, 3]}},
+        "action": {"shape": [4]},
+    }
     assert obs_mode(state) == ("state", ("corner2",), 84)
     assert obs_mode(both) == ("state+image", ("corner2",), 96)

@@ -59,8 +59,11 @@ def test_same_seed_same_trajectory_and_seed_only_initial_state() -> None:
 
 
 def test_seedless_resets_follow_the_construction_seed() -> None:
-    with sim.make_env("reach-v3", seed=3) as a, sim.make_env("reach-v3", seed=3) as b, \
-            sim.make_env("reach-v3", seed=4) as c:
+    with (
+        sim.make_env("reach-v3", seed=3) as a,
+        sim.make_env("reach-v3", seed=3) as b,
+        sim.make_env("reach-v3", seed=4) as c,
+    ):
         np.testing.assert_array_equal(a.reset()["state"], b.reset()["state"])
         c.reset()
         assert a.episode_seeds.tolist() == b.episode_seeds.tolist()
@@ -85,7 +88,9 @@ def test_auto_reset_same_step_with_final_obs_and_new_seed() -> None:
         assert info["final_info"]["episode_seed"].tolist() == old_seeds.tolist()
         # The returned obs is the first obs of the episode whose seed info reports.
         with sim.make_env("reach-v3", num_envs=2) as fresh:
-            np.testing.assert_array_equal(fresh.reset(seed=info["episode_seed"].tolist())["state"], obs["state"])
+            np.testing.assert_array_equal(
+                fresh.reset(seed=info["episode_seed"].tolist())["state"], obs["state"]
+            )
         obs2, *_, info2 = env.step(action)
         assert info2["episode_length"].tolist() == [1, 1]
         np.testing.assert_array_equal(info2["final_obs"]["state"], obs2["state"])  # nobody finished
@@ -133,7 +138,10 @@ def test_bad_actions_and_step_before_reset() -> None:
 
 
 def test_async_matches_sync() -> None:
-    with sim.make_env("push-v3", num_envs=2, vectorization="async") as a, sim.make_env("push-v3", num_envs=2) as s:
+    with (
+        sim.make_env("push-v3", num_envs=2, vectorization="async") as a,
+        sim.make_env("push-v3", num_envs=2) as s,
+    ):
         np.testing.assert_array_equal(a.reset(seed=11)["state"], s.reset(seed=11)["state"])
         for x, y in zip(_rollout(a, 10), _rollout(s, 10)):
             np.testing.assert_array_equal(x, y)

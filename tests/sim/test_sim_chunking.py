@@ -44,9 +44,9 @@ def test_chunk_stops_at_success_with_summed_reward() -> None:
     with sim.make_env("reach-v3", action_chunk=ta) as env:
         env.reset(seed=[42])
         for k in range(0, length, ta):
-            _, reward, terminated, truncated, info = env.step(padded[None, k:k + ta])
+            _, reward, terminated, truncated, info = env.step(padded[None, k : k + ta])
             executed = int(info["steps_executed"][0])
-            np.testing.assert_allclose(reward[0], sum(rewards[k:k + executed]), rtol=1e-6)
+            np.testing.assert_allclose(reward[0], sum(rewards[k : k + executed]), rtol=1e-6)
             if terminated[0]:
                 break
         assert k + executed == length and executed == length - (length - 1) // ta * ta

@@ -31,7 +31,9 @@ def test_evaluate_is_independent_of_num_envs() -> None:
     results = []
     for num_envs in (1, 3):
         with sim.make_env("reach-v3", num_envs=num_envs) as env:
-            results.append(sim.evaluate(env, sim.ScriptedExpert("reach-v3"), episodes=4, seed=9, progress=False))
+            results.append(
+                sim.evaluate(env, sim.ScriptedExpert("reach-v3"), episodes=4, seed=9, progress=False)
+            )
     one, three = results
     assert one["episode_seeds"] == three["episode_seeds"] == [sim.episode_seed(9, k) for k in range(4)]
     assert one["lengths"] == three["lengths"] and one["successes"] == three["successes"]
@@ -69,8 +71,16 @@ def test_wilson_interval_known_values() -> None:
 def test_evaluate_writes_video_of_env0(tmp_path: Path) -> None:
     path = tmp_path / "videos" / "eval.mp4"
     with sim.make_env("reach-v3", num_envs=2) as env:
-        result = sim.evaluate(env, sim.ScriptedExpert("reach-v3"), episodes=2, seed=1, video_path=path,
-                              video_episodes=1, video_size=64, progress=False)
+        result = sim.evaluate(
+            env,
+            sim.ScriptedExpert("reach-v3"),
+            episodes=2,
+            seed=1,
+            video_path=path,
+            video_episodes=1,
+            video_size=64,
+            progress=False,
+        )
     assert result["videos"] == [str(path)]
     frames = imageio.mimread(path)
     assert len(frames) == result["lengths"][0] + 1  # initial frame + one per step, final state included

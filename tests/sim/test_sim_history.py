@@ -11,9 +11,12 @@ import sim
 def test_history_window_matches_step_by_step_observations():
     rng = np.random.default_rng(0)
     chunk = rng.uniform(-1, 1, size=(2, 4, 4)).astype(np.float32)  # (B, Ta, A)
-    with sim.make_env("reach-v3", num_envs=2, seed=3, action_chunk=4, obs_history=2,
-                      terminate_on_success=False) as env, \
-         sim.make_env("reach-v3", num_envs=2, seed=3, terminate_on_success=False) as plain:
+    with (
+        sim.make_env(
+            "reach-v3", num_envs=2, seed=3, action_chunk=4, obs_history=2, terminate_on_success=False
+        ) as env,
+        sim.make_env("reach-v3", num_envs=2, seed=3, terminate_on_success=False) as plain,
+    ):
         obs = env.reset(seed=3)
         ref = plain.reset(seed=3)
         assert obs["state"].shape == (2, 2, 39)
@@ -30,8 +33,15 @@ def test_history_window_matches_step_by_step_observations():
 
 
 def test_history_final_obs_on_truncation_keeps_the_window():
-    with sim.make_env("reach-v3", num_envs=1, seed=0, action_chunk=3, obs_history=3, max_episode_steps=5,
-                      terminate_on_success=False) as env:
+    with sim.make_env(
+        "reach-v3",
+        num_envs=1,
+        seed=0,
+        action_chunk=3,
+        obs_history=3,
+        max_episode_steps=5,
+        terminate_on_success=False,
+    ) as env:
         env.reset(seed=0)
         env.step(np.zeros((1, 3, 4), np.float32))
         obs, _, _, truncated, info = env.step(np.zeros((1, 3, 4), np.float32))  # steps 4..5, truncates at 5

@@ -185,14 +185,25 @@ def test_vectorised_batch_equals_per_item_collation(tmp_path):
 
     rng = np.random.default_rng(0)
     path = tmp_path / "d.hdf5"
-    with DatasetWriter(path, env_args={"env_name": "toy", "type": 2, "env_kwargs": {}}, valid_fraction=0.0) as w:
+    with DatasetWriter(
+        path, env_args={"env_name": "toy", "type": 2, "env_kwargs": {}}, valid_fraction=0.0
+    ) as w:
         for length in (3, 7, 12):
-            w.add_episode(obs={"state": rng.normal(size=(length, 5)).astype(np.float32)},
-                          actions=rng.normal(size=(length, 2)).astype(np.float32),
-                          rewards=np.zeros(length, np.float32), dones=np.zeros(length, np.uint8))
+            w.add_episode(
+                obs={"state": rng.normal(size=(length, 5)).astype(np.float32)},
+                actions=rng.normal(size=(length, 2)).astype(np.float32),
+                rewards=np.zeros(length, np.float32),
+                dones=np.zeros(length, np.uint8),
+            )
     for to, tp, ta in ((2, 16, 8), (1, 4, 4), (3, 6, 2)):
         ds = SequenceDataset(str(path), ["state"], n_obs_steps=to, horizon=tp, n_action_steps=ta, split="all")
         idx = list(rng.permutation(len(ds))[:9])
         fast, slow = ds.get_batch(idx), default_collate([ds[i] for i in idx])
-        assert torch.equal(fast["action"], slow["action"]) and torch.equal(fast["obs"]["state"], slow["obs"]["state"])
-        assert next(iter(DataLoader(ds, batch_size=4)))["action"].shape == (4, tp, 2)  # plain loaders still work
+        assert torch.equal(fast["action"], slow["action"]) and torch.equal(
+            fast["obs"]["state"], slow["obs"]["state"]
+        )
+        assert next(iter(DataLoader(ds, batch_size=4)))["action"].shape == (
+            4,
+            tp,
+            2,
+        )  # plain loaders still work

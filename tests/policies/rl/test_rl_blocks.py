@@ -87,14 +87,22 @@ def test_polyak_update():
 
 
 def _buffer(cap=5):
-    return ReplayBuffer(cap, {"obs/state": ((3,), torch.float32), "action": ((2, 4), torch.float32),
-                              "done": ((), torch.float32)})
+    return ReplayBuffer(
+        cap,
+        {"obs/state": ((3,), torch.float32), "action": ((2, 4), torch.float32), "done": ((), torch.float32)},
+    )
 
 
 def test_replay_ring_wraps_and_validates():
     buf = _buffer(5)
     for i in range(7):
-        buf.add(**{"obs/state": torch.full((1, 3), float(i)), "action": torch.zeros(1, 2, 4), "done": torch.zeros(1)})
+        buf.add(
+            **{
+                "obs/state": torch.full((1, 3), float(i)),
+                "action": torch.zeros(1, 2, 4),
+                "done": torch.zeros(1),
+            }
+        )
     assert len(buf) == 5
     assert sorted(buf.data["obs/state"][:, 0].tolist()) == [2.0, 3.0, 4.0, 5.0, 6.0]
     with pytest.raises(KeyError, match="missing fields"):

@@ -40,8 +40,14 @@ def _batch(agent: DSRL, n: int, g: torch.Generator) -> dict:
     obs = {"state": torch.randn(n, 1, 2, generator=g)}
     latent, chunk = agent.act(obs, generator=g)
     reward = (chunk.flatten(1)[:, 0] > 0).float()  # only the positive mode is rewarded
-    return {"obs": obs, "next_obs": obs, "reward": reward, "done": torch.ones(n),
-            "action": chunk.flatten(1), "latent": latent}
+    return {
+        "obs": obs,
+        "next_obs": obs,
+        "reward": reward,
+        "done": torch.ones(n),
+        "action": chunk.flatten(1),
+        "latent": latent,
+    }
 
 
 @pytest.mark.parametrize("variant", ["na", "sac"])
@@ -50,15 +56,29 @@ def test_toy_bimodal_learns_rewarded_mode_and_stays_in_support(variant):
     g = torch.Generator().manual_seed(0)
     base = SignBase()
     before = _hash(base)
-    cfg = DSRLConfig(variant=variant, hidden=[32, 32], batch_size=64, noise_critic_steps=1,
-                     actor_lr=1e-3, critic_lr=1e-3, temperature_lr=1e-3,
-                     target_entropy=-2.0, init_temperature=0.05)  # 1-D latent: keep the entropy bonus small
+    cfg = DSRLConfig(
+        variant=variant,
+        hidden=[32, 32],
+        batch_size=64,
+        noise_critic_steps=1,
+        actor_lr=1e-3,
+        critic_lr=1e-3,
+        temperature_lr=1e-3,
+        target_entropy=-2.0,
+        init_temperature=0.05,
+    )  # 1-D latent: keep the entropy bonus small
     agent = DSRL(base, obs_dim=2, exec_slice=slice(0, 1), config=cfg)
     data = [_batch(agent, 64, g)]
     for _ in range(600):
         data.append(_batch(agent, 8, g))
-        batch = {k: (torch.cat([d[k] for d in data[-40:]]) if k not in ("obs", "next_obs")
-                     else {"state": torch.cat([d[k]["state"] for d in data[-40:]])}) for k in data[0]}
+        batch = {
+            k: (
+                torch.cat([d[k] for d in data[-40:]])
+                if k not in ("obs", "next_obs")
+                else {"state": torch.cat([d[k]["state"] for d in data[-40:]])}
+            )
+            for k in data[0]
+        }
         agent.update(batch, generator=g)
         if variant == "na":
             agent.update_noise_critic(batch["obs"], generator=g)
@@ -98,8 +118,12 @@ def test_zero_initialised_deterministic_actor_reproduces_base_chunk_for_zero_noi
 
 @pytest.mark.parametrize("variant,bound", [("na", 1.0), ("sac", 1.5)])
 def test_every_latent_is_inside_the_bound(variant, bound):
-    agent = DSRL(SignBase(), obs_dim=2, exec_slice=slice(0, 1),
-                 config=DSRLConfig(variant=variant, latent_bound=bound, hidden=[16]))
+    agent = DSRL(
+        SignBase(),
+        obs_dim=2,
+        exec_slice=slice(0, 1),
+        config=DSRLConfig(variant=variant, latent_bound=bound, hidden=[16]),
+    )
     with torch.no_grad():
         agent.actor.log_std.bias.fill_(2.0)
         agent.actor.mean.bias.fill_(5.0)
@@ -111,7 +135,9 @@ def test_na_wiring_actor_gradient_only_through_noise_critic():
     agent = DSRL(SignBase(), obs_dim=2, exec_slice=slice(0, 1), config=DSRLConfig(variant="na", hidden=[16]))
     s = torch.randn(32, 2)
     loss, _ = agent.actor_loss(s, agent.temperature.alpha)
-    grads_qa = torch.autograd.grad(loss, list(agent.critic.parameters()), allow_unused=True, retain_graph=True)
+    grads_qa = torch.autograd.grad(
+        loss, list(agent.critic.parameters()), allow_unused=True, retain_graph=True
+    )
     grads_qw = torch.autograd.grad(loss, list(agent.noise_critic.parameters()), allow_unused=True)
     assert all(g is None for g in grads_qa)
     assert any(g is not None and g.abs().sum() > 0 for g in grads_qw)
@@ -130,14 +156,18 @@ def test_na_critic_trains_on_executed_actions_and_distills_on_gaussian_latents()
     agent.critic.forward = spy
     executed = torch.tensor([[0.25]]).repeat(16, 1)  # not a value the base can decode: a recorded action
     obs = {"state": torch.randn(16, 1, 2)}
-    agent.update({"obs": obs, "next_obs": obs, "reward": torch.zeros(16), "done": torch.zeros(16),
-                  "action": executed})
+    agent.update(
+        {"obs": obs, "next_obs": obs, "reward": torch.zeros(16), "done": torch.zeros(16), "action": executed}
+    )
     assert any(torch.equal(a, executed) for a in seen)  # Q^A regressed on the executed chunk
     seen.clear()
     calls = base.calls
     g = torch.Generator().manual_seed(0)
     agent.update_noise_critic(obs, generator=g)
-    assert base.calls == calls + 1 and set(seen[0].unique().tolist()) <= {-1.0, 1.0}  # decoded N(0, I) latents
+    assert base.calls == calls + 1 and set(seen[0].unique().tolist()) <= {
+        -1.0,
+        1.0,
+    }  # decoded N(0, I) latents
     w = torch.randn(16, 1, generator=torch.Generator().manual_seed(0))
     assert (w.abs() > 1).any()  # the distillation latents are unclipped Gaussians (reference behaviour)
 

@@ -19,12 +19,27 @@ TO, TA = 2, 4
 
 def _base():
     shape_meta = {"obs": {"state": {"shape": [39], "type": "low_dim"}}, "action": {"shape": [4]}}
-    stats = {k: {"min": -np.ones(d, np.float32), "max": np.ones(d, np.float32),
-                 "mean": np.zeros(d, np.float32), "std": np.ones(d, np.float32)}
-             for k, d in (("state", 39), ("action", 4))}
+    stats = {
+        k: {
+            "min": -np.ones(d, np.float32),
+            "max": np.ones(d, np.float32),
+            "mean": np.zeros(d, np.float32),
+            "std": np.ones(d, np.float32),
+        }
+        for k, d in (("state", 39), ("action", 4))
+    }
     torch.manual_seed(0)
-    return make_policy("diffusion", shape_meta, stats, n_obs_steps=TO, horizon=8, n_action_steps=TA,
-                       mlp_hidden_dim=32, mlp_n_blocks=1, num_inference_steps=2).eval()
+    return make_policy(
+        "diffusion",
+        shape_meta,
+        stats,
+        n_obs_steps=TO,
+        horizon=8,
+        n_action_steps=TA,
+        mlp_hidden_dim=32,
+        mlp_n_blocks=1,
+        num_inference_steps=2,
+    ).eval()
 
 
 def _agent(base, variant="na"):
@@ -42,9 +57,18 @@ def test_loop_trains_without_touching_the_base_and_resumes(tmp_path, variant):
     base = _base()
     before = state_dict_hash(base)
     agent = _agent(base, variant)
-    run = DSRLRunConfig(env_steps=120, warmup_chunks=8, eval_every=60, eval_episodes=2, checkpoint_every=60,
-                        log_every=40, progress=False)
-    with sim.make_env("reach-v3", num_envs=2, seed=0, action_chunk=TA, obs_history=TO, max_episode_steps=20) as env:
+    run = DSRLRunConfig(
+        env_steps=120,
+        warmup_chunks=8,
+        eval_every=60,
+        eval_episodes=2,
+        checkpoint_every=60,
+        log_every=40,
+        progress=False,
+    )
+    with sim.make_env(
+        "reach-v3", num_envs=2, seed=0, action_chunk=TA, obs_history=TO, max_episode_steps=20
+    ) as env:
         m = run_dsrl(agent, env, run, str(tmp_path), eval_fn=_eval_fn)
     assert state_dict_hash(base) == before
     assert m["env_steps"] >= 120 and m["updates"] > 0 and m["train_episodes"] >= 4  # 20-step episodes ended
@@ -54,7 +78,9 @@ def test_loop_trains_without_touching_the_base_and_resumes(tmp_path, variant):
 
     resumed = _agent(base, variant)
     run.env_steps = 200
-    with sim.make_env("reach-v3", num_envs=2, seed=0, action_chunk=TA, obs_history=TO, max_episode_steps=20) as env:
+    with sim.make_env(
+        "reach-v3", num_envs=2, seed=0, action_chunk=TA, obs_history=TO, max_episode_steps=20
+    ) as env:
         m2 = run_dsrl(resumed, env, run, str(tmp_path), eval_fn=_eval_fn, resume=True)
     assert m2["updates"] > m["updates"] and m2["env_steps"] >= 200
     assert m2["history"][: len(m["history"])] == m["history"]  # history carried over, not restarted
