@@ -135,6 +135,13 @@ class GenerativePolicy(nn.Module, ABC):
             share_rgb_encoder=config.share_rgb_encoder,
         )
         self.model = self._build_denoiser()
+        # per-key facts the per-call obs checks need, precomputed: (key, expected shape, is_rgb)
+        self._obs_specs: list[tuple[str, tuple[int, ...], bool]] = [
+            (k, tuple(int(d) for d in m["shape"]), m.get("type", "low_dim") == "rgb")
+            for k, m in self.shape_meta["obs"].items()
+        ]
+        self._device = torch.device("cpu")
+        self._refresh_device()
         self._clear_act_state()
 
     # ------------------------------------------------------------------ construction helpers
@@ -171,7 +178,27 @@ class GenerativePolicy(nn.Module, ABC):
 
     @property
     def device(self) -> torch.device:
-        return next(self.parameters()).device
+        """Device of the policy's tensors; cached (walking ``parameters()`` costs ~10 us per call), refreshed by
+        ``.to()`` / ``.cuda()`` / ``.float()`` (``_apply``) and ``load_state_dict``."""
+        return self._device
+
+    def _refresh_device(self) -> None:
+        first = next(self.parameters(), None)
+        if first is None:
+            first = next(self.buffers(), None)
+        self._device = first.device if first is not None else torch.device("cpu")
+
+    def _apply(self, fn: Any, recurse: bool = True) -> GenerativePolicy:
+        out = super()._apply(fn, recurse)
+        self._refresh_device()
+        return out
+
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> Any:
+        out = super().load_state_dict(state_dict, strict=strict, assign=assign)
+        self._refresh_device()
+        return out
 
     @property
     def noise_shape(self) -> tuple[int, int]:
@@ -179,24 +206,24 @@ class GenerativePolicy(nn.Module, ABC):
         return (self.config.horizon, self.action_dim)
 
     # ------------------------------------------------------------------ observation handling
-    def _as_tensor(self, key: str, x: Any) -> torch.Tensor:
-        t = torch.as_tensor(x, device=self.device)
-        if self.shape_meta["obs"][key].get("type", "low_dim") == "rgb":
+    def _as_tensor(self, key: str, x: Any, rgb: bool | None = None) -> torch.Tensor:
+        dev = self._device
+        t = x if isinstance(x, torch.Tensor) and x.device == dev else torch.as_tensor(x, device=dev)
+        if rgb if rgb is not None else self.shape_meta["obs"][key].get("type", "low_dim") == "rgb":
             return t  # uint8 kept; the normaliser converts
-        return t.float()
+        return t if t.dtype == torch.float32 else t.float()
 
     def _obs_to_tensors(self, obs: ObsLike, steps: bool) -> dict[str, torch.Tensor]:
         """Validate keys and shapes: (B, To, *shape) when ``steps`` else (B, *shape)."""
         out = {}
-        for key in self.obs_keys:
+        lead = 2 if steps else 1
+        for key, shape, rgb in self._obs_specs:
             if key not in obs:
                 raise KeyError(
                     f"observation lacks key {key!r}; policy expects {self.obs_keys}, got {sorted(obs)}"
                 )
-            t = self._as_tensor(key, obs[key])
-            shape = tuple(self.shape_meta["obs"][key]["shape"])
-            lead = 2 if steps else 1
-            if tuple(t.shape[lead:]) != shape or t.dim() != lead + len(shape):
+            t = self._as_tensor(key, obs[key], rgb)
+            if t.shape[lead:] != shape or t.dim() != lead + len(shape):
                 want = "(B, To, " if steps else "(B, "
                 raise ValueError(
                     f"obs[{key!r}] has shape {tuple(t.shape)}, expected {want}{', '.join(map(str, shape))})"
@@ -215,8 +242,8 @@ class GenerativePolicy(nn.Module, ABC):
 
     def _noise(self, noise: Any, batch: int) -> torch.Tensor:
         if noise is None:
-            return torch.randn(batch, *self.noise_shape, device=self.device)
-        n = torch.as_tensor(noise, device=self.device, dtype=torch.float32)
+            return torch.randn(batch, self.config.horizon, self.action_dim, device=self._device)
+        n = torch.as_tensor(noise, device=self._device, dtype=torch.float32)
         if tuple(n.shape) != (batch, *self.noise_shape):
             raise ValueError(
                 f"noise has shape {tuple(n.shape)}, expected (B, *noise_shape) = {(batch, *self.noise_shape)}"
@@ -296,27 +323,34 @@ class GenerativePolicy(nn.Module, ABC):
                 self._restart = torch.zeros(b, dtype=torch.bool, device=self.device)
             else:
                 assert self._restart is not None
+                restart = bool(self._restart.any())
                 for k, v in cur.items():
                     h = torch.cat([self._hist[k][:, 1:], v.unsqueeze(1)], dim=1)  # (B, To, ...)
-                    if self._restart.any():
+                    if restart:
                         h[self._restart] = (
                             v[self._restart].unsqueeze(1).repeat_interleave(cfg.n_obs_steps, dim=1)
                         )
                     self._hist[k] = h
-                self._restart.zero_()
+                if restart:
+                    self._restart.zero_()
             assert self._queue is not None and self._qpos is not None
             empty = self._qpos >= cfg.n_action_steps  # (B,)
-            if empty.any():
-                if bool(empty.all()):
-                    rows, sub = None, self._hist
+            n_empty = int(empty.sum())
+            if n_empty:
+                start = cfg.n_obs_steps - 1
+                if n_empty == b:
+                    plan = self._plan(self._hist, None)  # (B, Tp, Da)
+                    self._queue.copy_(plan[:, start : start + cfg.n_action_steps])
+                    self._qpos.zero_()
                 else:
                     rows = empty.nonzero().squeeze(1)
-                    sub = {k: v[rows] for k, v in self._hist.items()}
-                plan = self._plan(sub, rows)  # (n, Tp, Da)
-                start = cfg.n_obs_steps - 1
-                self._queue[empty] = plan[:, start : start + cfg.n_action_steps].to(self._queue.dtype)
-                self._qpos[empty] = 0
-            action = self._queue[torch.arange(b, device=self.device), self._qpos]  # (B, Da)
+                    plan = self._plan({k: v[rows] for k, v in self._hist.items()}, rows)  # (n, Tp, Da)
+                    self._queue[empty] = plan[:, start : start + cfg.n_action_steps].to(self._queue.dtype)
+                    self._qpos[empty] = 0
+            if b == 1:
+                action = self._queue.select(1, int(self._qpos[0])).clone()  # (1, Da), not a view
+            else:
+                action = self._queue[torch.arange(b, device=self._device), self._qpos]  # (B, Da)
             self._qpos += 1
         return action.cpu().numpy() if to_numpy else action
 

@@ -49,6 +49,7 @@ class FlowPolicy(GenerativePolicy):
     ) -> None:
         super().__init__(shape_meta, config, stats)
         self._beta = torch.distributions.Beta(torch.tensor(1.5), torch.tensor(1.0))
+        self._euler_cache: tuple[Any, torch.Tensor, list[torch.Tensor]] | None = None
 
     def sample_time(self, b: int, device: torch.device) -> torch.Tensor:
         """Training times t (B,) in the t=0-noise convention."""
@@ -70,13 +71,23 @@ class FlowPolicy(GenerativePolicy):
         loss = F.mse_loss(self.velocity(xt, t, cond), x1 - x0)
         return loss, {"loss": float(loss.detach())}
 
+    def _euler_grid(self, device: torch.device) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """dt = 1/K as a 0-d float32 tensor (the value a Python-float multiply uses, at less dispatch cost) and
+        the network time inputs (1,) of the K Euler steps, t_i * time_embed_scale with t_i = i / K (the float32
+        ops ``velocity`` applies); cached per device and config."""
+        k, scale = self.config.num_inference_steps, self.config.time_embed_scale
+        key = (k, scale, device)
+        if self._euler_cache is None or self._euler_cache[0] != key:
+            ts = torch.arange(k, dtype=torch.float32) / k  # (K,)
+            dt = torch.tensor(1.0 / k, dtype=torch.float32, device=device)
+            self._euler_cache = (key, dt, [(ts[i : i + 1] * scale).to(device) for i in range(k)])
+        return self._euler_cache[1], self._euler_cache[2]
+
     def _sample_normalized(self, cond: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """K Euler steps from x(0) = noise to x(1)."""
-        k = self.config.num_inference_steps
-        dt = 1.0 / k
+        dt, times = self._euler_grid(noise.device)
         b = noise.shape[0]
-        ts = torch.arange(k, device=noise.device, dtype=torch.float32) / k  # (K,)
-        x = noise
-        for i in range(k):
-            x = x + dt * self.velocity(x, ts[i].expand(b), cond)
+        x, model = noise, self.model
+        for t in times:
+            x = x + dt * model(x, t if b == 1 else t.expand(b), cond)
         return x.clamp(-1.0, 1.0) if self.config.clip_sample else x

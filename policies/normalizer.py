@@ -67,6 +67,12 @@ class Normalizer(nn.Module):
         for key in [*self.lowdim_keys, "action"]:
             shape = shape_meta["action"]["shape"] if key == "action" else shape_meta["obs"][key]["shape"]
             self.affine[buffer_key(key)] = _Affine(int(np.prod(shape)))
+        # per-call fast path: raw key -> its _Affine's buffer dict (the live dict, so .to() / load_state_dict
+        # / fit are always seen), and the obs keys in output order
+        self._bufs: dict[str, dict[str, Any]] = {
+            key: self.affine[buffer_key(key)]._buffers for key in [*self.lowdim_keys, "action"]
+        }
+        self._obs_order: list[str] = [*self.lowdim_keys, *self.rgb_keys]
         if stats is not None:
             self.fit(stats)
 
@@ -102,18 +108,25 @@ class Normalizer(nn.Module):
             )
         return mod
 
+    def _fitted_buffers(self, key: str) -> dict[str, Any]:
+        """The scale/offset buffers of ``key`` (low-dim or ``action``); raises if not fitted."""
+        bufs = self._bufs.get(key)
+        if bufs is None or not bool(bufs["fitted"]):
+            self._check(key)  # the KeyError / NormalizerNotFittedError with its message
+        return bufs  # type: ignore[return-value]
+
     def normalize(self, key: str, x: torch.Tensor) -> torch.Tensor:
         """Raw units -> network units. Low-dim/action: (..., D); rgb: uint8 (..., H, W, 3) -> float."""
         if key in self.rgb_keys:
             x = x.float() / 255.0
             return x * 2.0 - 1.0 if self.image_range == "-1_1" else x
-        mod = self._check(key)
-        return x * mod.scale + mod.offset
+        bufs = self._fitted_buffers(key)
+        return x * bufs["scale"] + bufs["offset"]
 
     def unnormalize(self, key: str, x: torch.Tensor) -> torch.Tensor:
         """Network units -> raw units (low-dim keys and ``action`` only)."""
-        mod = self._check(key)
-        return (x - mod.offset) / mod.scale
+        bufs = self._fitted_buffers(key)
+        return (x - bufs["offset"]) / bufs["scale"]
 
     def normalize_obs(self, obs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {key: self.normalize(key, obs[key]) for key in [*self.lowdim_keys, *self.rgb_keys]}
+        return {key: self.normalize(key, obs[key]) for key in self._obs_order}

@@ -32,7 +32,45 @@ import torch
 import torch.nn.functional as F
 
 from policies.base import _check_choice
-from policies.diffusion import DiffusionConfig, DiffusionPolicy, ddim_update
+from policies.diffusion import DDIMTable, DiffusionConfig, DiffusionPolicy, ddim_update
+
+
+class LevelSchedule:
+    """The per-step tables for ``n_steps`` DDIM steps from one per-position level vector ``start`` (Tp,).
+
+    Built once per (start, n_steps) and validated then: stepping at a negative level (which would wrap
+    ``alphas_cumprod``) raises here instead of being checked with a host sync on every step. Per step i:
+    the denoiser's train timesteps (1, Tp) and the DDIM coefficients (sa, sb, sap, sdir) gathered at the
+    step's levels and laid out (1, Tp, Da) (same-shape products are cheaper than (B, Tp, 1) broadcasts; the
+    values are the gathered table entries, so results equal the per-step gather bit for bit).
+    """
+
+    def __init__(self, tab: DDIMTable, start: torch.Tensor, n_steps: int, action_dim: int) -> None:
+        levels = start.detach().to("cpu", torch.long).reshape(-1)  # (Tp,)
+        tp = levels.numel()
+        self.timesteps: list[torch.Tensor] = []
+        self.coefs: list[tuple[torch.Tensor, ...]] = []
+        for _ in range(n_steps):
+            if bool((levels < 0).any()):
+                raise AssertionError(
+                    f"SDP step with a negative level (would wrap alphas_cumprod): {levels.tolist()}"
+                )
+            self.timesteps.append((levels * tab.ratio).unsqueeze(0))  # (1, Tp)
+            self.coefs.append(
+                tuple(
+                    v[levels].reshape(1, tp, 1).expand(1, tp, action_dim).contiguous()
+                    for v in (tab.sa, tab.sb, tab.sap, tab.sdir)
+                )
+            )
+            levels = (levels - 1).clamp(min=-1)
+        self.final_levels = levels  # (Tp,)
+
+    def to(self, device: torch.device) -> LevelSchedule:
+        out = LevelSchedule.__new__(LevelSchedule)
+        out.timesteps = [t.to(device) for t in self.timesteps]
+        out.coefs = [tuple(c.to(device) for c in cs) for cs in self.coefs]
+        out.final_levels = self.final_levels.to(device)
+        return out
 
 
 @dataclass
@@ -102,7 +140,12 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
         self._levels: torch.Tensor | None = None  # (B, Tp) inference levels
         self._needs_init: torch.Tensor | None = None  # (B,) rows to re-initialise before the next call
         self.last_call_levels: torch.Tensor | None = None
+        self._pending_init = False  # mirrors _needs_init.any() without a host sync per call
+        self._schedules: dict[tuple[Any, ...], LevelSchedule] = {}
+        self._stream_cache: tuple[torch.device, LevelSchedule] | None = None
+        self._renoise_cache: tuple[torch.device, tuple[torch.Tensor, torch.Tensor]] | None = None
         self.check_coverage()
+        self.check_stream_schedule()
 
     # ------------------------------------------------------------------ training
     def sample_train_levels(self, b: int, device: torch.device | None = None) -> torch.Tensor:
@@ -136,6 +179,51 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
                 f"streaming config: inference level vectors outside the training support, e.g. {min(missing)}"
             )
 
+    def check_stream_schedule(self) -> None:
+        """Validate the streaming call's level schedule once, at construction (it never changes).
+
+        Every call starts from ``init_levels`` (checked per call on the buffer's level vector), runs
+        ``nfe_per_call`` steps without a negative level (checked when the schedule is built), ends with the
+        executed positions clean (-1), and shift + append + re-noise restores ``init_levels`` exactly.
+        """
+        c = self.config
+        final = self.level_schedule(self.init_levels, self.nfe_per_call, torch.device("cpu")).final_levels
+        if not bool((final[: self.exec_pos + 1] == -1).all()):
+            raise AssertionError(
+                f"executed positions not clean after {self.nfe_per_call} NFEs: {final.tolist()}"
+            )
+        shifted = torch.cat(
+            [
+                final[c.n_action_steps : c.n_action_steps + self.keep],
+                final.new_full((c.horizon - self.keep,), c.num_inference_steps - 1),
+            ]
+        )
+        shifted[: c.n_obs_steps - 1] = self.init_levels[0]
+        if not torch.equal(shifted, self.init_levels.cpu()):
+            raise AssertionError(f"SDP levels drift: {shifted.tolist()} != {self.init_levels.tolist()}")
+
+    def level_schedule(self, start: torch.Tensor, n_steps: int, device: torch.device) -> LevelSchedule:
+        """The cached (validated) schedule for ``n_steps`` DDIM steps from the level vector ``start`` (Tp,)."""
+        key = (tuple(start.tolist()), n_steps, self.config.num_inference_steps, device)
+        sched = self._schedules.get(key)
+        if sched is None:
+            cpu_key = (*key[:3], torch.device("cpu"))
+            base = self._schedules.get(cpu_key)
+            if base is None:
+                base = LevelSchedule(self.ddim_table(), start, n_steps, self.action_dim)
+                self._schedules[cpu_key] = base
+            sched = self._schedules[key] = base if device == torch.device("cpu") else base.to(device)
+        return sched
+
+    def _run_schedule(self, x: torch.Tensor, cond: torch.Tensor, sched: LevelSchedule) -> torch.Tensor:
+        """DDIM steps of a validated schedule on x (B, Tp, Da); all rows share the schedule's levels."""
+        b = x.shape[0]
+        pt, clip, model = self.config.prediction_type, self._clip, self.model
+        for t, (sa, sb, sap, sdir) in zip(sched.timesteps, sched.coefs):
+            out = model(x, t if b == 1 else t.expand(b, -1), cond)  # (B, Tp, Da)
+            x = ddim_update(x, out, sa, sb, sap, sdir, pt, clip)
+        return x
+
     def loss(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
         """Per-position-level denoising loss under the SDP training mixture."""
         cond, x0 = self._prepare_batch(batch)  # (B, G), (B, Tp, Da)
@@ -155,7 +243,15 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
     def denoise_levels(
         self, x: torch.Tensor, levels: torch.Tensor, cond: torch.Tensor, n_steps: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run ``n_steps`` DDIM steps on buffer x (B, Tp, Da) at inference levels (B, Tp); returns (x, levels)."""
+        """Run ``n_steps`` DDIM steps on buffer x (B, Tp, Da) at inference levels (B, Tp); returns (x, levels).
+
+        Rows sharing one level vector (the streaming case) use the cached, construction-validated
+        schedule (one host sync per call); rows with different levels take the per-step gather path.
+        """
+        if torch.equal(levels, levels[:1].expand_as(levels)):
+            sched = self.level_schedule(levels[0], n_steps, x.device)
+            x = self._run_schedule(x, cond, sched)
+            return x, sched.final_levels.expand_as(levels).clone()
         tab = self.ddim_table()
         dev = x.device
         sa_t, sb_t, sap_t, sdir_t = (v.to(dev) for v in (tab.sa, tab.sb, tab.sap, tab.sdir))
@@ -207,8 +303,10 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
     def _reset_state(self, env_ids: torch.Tensor | None) -> None:
         if env_ids is None:
             self._buffer = self._levels = self._needs_init = None
+            self._pending_init = False
         elif self._needs_init is not None:
             self._needs_init[env_ids.to(self._needs_init.device)] = True
+            self._pending_init = True
 
     def stream_step(self, obs: Mapping[str, Any], init_noise: Any = None) -> torch.Tensor:
         """One streaming call for all rows: (B, Tp, Da) raw chunk whose executed positions are clean.
@@ -232,41 +330,52 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
                 raise RuntimeError("SDP buffer missing for a partial-row plan; call reset() first")
             self._buffer, self._levels = self.init_buffer(cond, init_noise)
             self._needs_init = torch.zeros(full_b, dtype=torch.bool, device=cond.device)
+            self._pending_init = False
         assert self._levels is not None and self._needs_init is not None
-        idx = torch.arange(full_b, device=cond.device) if rows is None else rows
-        buf, levels = self._buffer[idx], self._levels[idx]  # (n, Tp, Da), (n, Tp)
-        redo = self._needs_init[idx]
-        if bool(redo.any()):
-            nb, nl = self.init_buffer(cond[redo])
-            buf[redo], levels[redo] = nb, nl
-            self._needs_init[idx[redo]] = False
-        if not bool((levels == levels[:1]).all()):
-            raise AssertionError("SDP rows planned together must share one level vector")
-        buf, levels = self.denoise_levels(buf, levels, cond, self.nfe_per_call)
-        if not bool((levels[:, : self.exec_pos + 1] == -1).all()):
+        if self._pending_init:  # some rows were reset: re-initialise those planned now
+            idx = torch.arange(full_b, device=cond.device) if rows is None else rows
+            redo = self._needs_init[idx]
+            if bool(redo.any()):
+                nb, nl = self.init_buffer(cond[redo])
+                self._buffer[idx[redo]], self._levels[idx[redo]] = nb, nl
+                self._needs_init[idx[redo]] = False
+            self._pending_init = bool(self._needs_init.any())
+        # the level invariant, once per call: every row sits at init_levels between calls (so the rows
+        # planned together share one level vector) and the schedule from there was validated at construction
+        if not torch.equal(self._levels, self.init_levels.expand_as(self._levels)):
             raise AssertionError(
-                f"executed positions not clean after {self.nfe_per_call} NFEs: {levels[0].tolist()}"
+                f"SDP buffer levels {self._levels[0].tolist()} != init_levels {self.init_levels.tolist()}"
             )
-        chunk = buf.clone()  # (n, Tp, Da)
-        self.last_call_levels = levels.clone()  # (n, Tp) levels at return, for inspection and tests
+        sched = self._stream_schedule(cond.device)
+        buf = self._buffer if rows is None else self._buffer[rows]  # (n, Tp, Da)
+        chunk = self._run_schedule(buf, cond, sched)  # a new tensor: the buffer is not modified in place
+        self.last_call_levels = sched.final_levels.expand(n_rows, -1)  # (n, Tp) levels at return
         # shift by Ta, drop the partially denoised tail, append fresh noise at level N-1
-        ta, to1, top = (
-            self.config.n_action_steps,
-            self.config.n_obs_steps - 1,
-            self.config.num_inference_steps - 1,
-        )
-        fresh = torch.randn(n_rows, self.config.horizon - self.keep, self.action_dim, device=buf.device)
-        buf = torch.cat([buf[:, ta : ta + self.keep], fresh], dim=1)
-        levels = torch.cat(
-            [levels[:, ta : ta + self.keep], torch.full_like(levels[:, self.keep :], top)], dim=1
-        )
-        # re-noise the first To-1 (clean, executed) positions to chunk 0's level -- and keep the result
+        ta, to1 = self.config.n_action_steps, self.config.n_obs_steps - 1
+        fresh = torch.randn(n_rows, self.config.horizon - self.keep, self.action_dim, device=chunk.device)
+        buf = torch.cat([chunk[:, ta : ta + self.keep], fresh], dim=1)
+        # re-noise the first To-1 (clean, executed) positions to chunk 0's level -- and keep the result;
+        # the levels after the shift equal init_levels (checked at construction), so _levels is unchanged
         if to1 > 0:
-            levels[:, :to1] = self.init_levels[0]
-            buf[:, :to1] = self._q_sample(
-                buf[:, :to1], torch.randn_like(buf[:, :to1]), levels[:, :to1] * self.ddim_table().ratio
-            )
-        if not bool((levels == self.init_levels).all()):
-            raise AssertionError(f"SDP levels drifted: {levels[0].tolist()} != {self.init_levels.tolist()}")
-        self._buffer[idx], self._levels[idx] = buf, levels
+            sa, sb = self._renoise_coefs(chunk.device)
+            head = buf[:, :to1]
+            buf[:, :to1] = sa * head + sb * torch.randn_like(head)
+        if rows is None:
+            self._buffer = buf
+        else:
+            self._buffer[rows] = buf
         return self.normalizer.unnormalize("action", chunk)
+
+    def _stream_schedule(self, device: torch.device) -> LevelSchedule:
+        """The streaming call's schedule (from ``init_levels``, ``nfe_per_call`` steps) on ``device``, cached."""
+        if self._stream_cache is None or self._stream_cache[0] != device:
+            self._stream_cache = (device, self.level_schedule(self.init_levels, self.nfe_per_call, device))
+        return self._stream_cache[1]
+
+    def _renoise_coefs(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """0-d (sqrt(alpha_bar), sqrt(1 - alpha_bar)) at chunk 0's level, as ``_q_sample`` computes them."""
+        if self._renoise_cache is None or self._renoise_cache[0] != device:
+            t = int(self.init_levels[0]) * self.ddim_table().ratio
+            ac = self.noise_scheduler.alphas_cumprod[t]
+            self._renoise_cache = (device, (ac.sqrt().to(device), (1 - ac).sqrt().to(device)))
+        return self._renoise_cache[1]

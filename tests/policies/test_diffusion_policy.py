@@ -7,7 +7,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from diffusers import DDIMScheduler
+from diffusers import DDIMScheduler, DDPMScheduler
 from policy_testkit import ACTION_DIM, STATE_DIM, TINY, obs_window, randomize
 
 from policies import make_policy
@@ -79,6 +79,86 @@ def test_ddpm_scheduler_option(shape_meta: dict, stats: dict) -> None:
         policy.sample(obs, noise), policy.sample(obs, noise)
     )  # noise given -> DDIM, deterministic
     assert policy.sample(obs).shape == (2, 16, ACTION_DIM)
+
+
+def diffusers_ddpm_reference(
+    policy, cond: torch.Tensor, noise: torch.Tensor, generator: torch.Generator | None
+) -> torch.Tensor:
+    """The stock diffusers DDPMScheduler ancestral loop (fixed_small), written independently of the policy."""
+    c = policy.config
+    sched = DDPMScheduler(
+        num_train_timesteps=c.num_train_timesteps,
+        beta_schedule=c.beta_schedule,
+        variance_type="fixed_small",
+        clip_sample=c.clip_sample,
+        clip_sample_range=c.clip_sample_range,
+        prediction_type=c.prediction_type,
+    )
+    sched.set_timesteps(c.num_inference_steps)
+    with torch.no_grad():
+        x = noise.clone()
+        for t in sched.timesteps:
+            out = policy.model(x, t.expand(x.shape[0]), cond)
+            x = sched.step(out, t, x, generator=generator).prev_sample
+        return x
+
+
+@pytest.mark.parametrize("prediction_type", ["epsilon", "sample", "v_prediction"])
+@pytest.mark.parametrize("clip_sample", [True, False])
+@pytest.mark.parametrize("steps", [100, 10])
+def test_ddpm_matches_diffusers(
+    prediction_type: str, clip_sample: bool, steps: int, shape_meta: dict, stats: dict
+) -> None:
+    """The vectorised DDPM sampler equals diffusers' DDPMScheduler loop given the same per-step noise."""
+    policy = make_policy(
+        "diffusion",
+        shape_meta,
+        stats,
+        scheduler="ddpm",
+        num_inference_steps=steps,
+        prediction_type=prediction_type,
+        clip_sample=clip_sample,
+        **TINY,
+    )
+    randomize(policy, scale=0.1)
+    with torch.no_grad():
+        cond = policy.encode_obs(obs_window(3))
+    noise = torch.randn(3, *policy.noise_shape)
+    with torch.no_grad():  # same generator seed -> the same variance noise at every step in both loops
+        ours = policy.ddpm_sample(cond, noise, generator=torch.Generator().manual_seed(11))
+    ref = diffusers_ddpm_reference(policy, cond, noise, torch.Generator().manual_seed(11))
+    torch.testing.assert_close(ours, ref, atol=1e-5, rtol=0)
+    with torch.no_grad():  # and the noise really matters (a different seed gives another sample)
+        other = policy.ddpm_sample(cond, noise, generator=torch.Generator().manual_seed(12))
+    assert not torch.allclose(ours, other, atol=1e-4)
+    # sample(obs) without noise draws x_T and every step's noise from the global RNG, in diffusers' order
+    obs = obs_window(3)
+    torch.manual_seed(5)
+    a = policy.sample(obs)
+    torch.manual_seed(5)
+    x_t = torch.randn(3, *policy.noise_shape)
+    ref = policy.normalizer.unnormalize("action", diffusers_ddpm_reference(policy, cond, x_t, None))
+    torch.testing.assert_close(a, ref, atol=1e-5, rtol=0)
+    assert policy.ddpm_table().timesteps == sorted(range(0, 100, 100 // steps), reverse=True)
+
+
+def test_device_cache_follows_to(shape_meta: dict, stats: dict) -> None:
+    """``policy.device`` is cached; ``.to()`` and ``load_state_dict`` refresh it."""
+    policy = make_policy("diffusion", shape_meta, stats, **TINY)
+    assert policy.device == torch.device("cpu")
+    moved = copy.deepcopy(policy).to("meta")
+    assert moved.device == torch.device("meta") and policy.device == torch.device("cpu")
+    policy.load_state_dict(copy.deepcopy(policy).state_dict())
+    assert policy.device == torch.device("cpu")
+
+
+def test_act_returns_fresh_tensor(shape_meta: dict, stats: dict) -> None:
+    """The batch-1 fast path returns a copy, not a view into the action queue."""
+    policy = make_policy("diffusion", shape_meta, stats, **TINY)
+    first = policy.act({"state": torch.zeros(1, STATE_DIM)})
+    kept = first.clone()
+    policy._queue.fill_(123.0)
+    assert torch.equal(first, kept)
 
 
 @pytest.mark.parametrize("backbone", ["mlp", "unet"])

@@ -171,6 +171,33 @@ def test_h1_reduces_to_dp_sampling(shape_meta: dict, stats: dict) -> None:
     torch.testing.assert_close(streamed, p.normalizer.unnormalize("action", x), atol=1e-6, rtol=0)
 
 
+def test_level_schedule_validated_once(shape_meta: dict, stats: dict) -> None:
+    """The streaming schedule is validated when built; each call checks the buffer's level vector once."""
+    p = make_sdp(shape_meta, stats)
+    with pytest.raises(AssertionError, match="negative level"):
+        p.level_schedule(p.init_levels, p.nfe_per_call + 1, torch.device("cpu"))  # chunk 0 would pass -1
+    sched = p.level_schedule(p.init_levels, p.nfe_per_call, torch.device("cpu"))
+    assert sched is p.level_schedule(p.init_levels.clone(), p.nfe_per_call, torch.device("cpu"))  # cached
+    assert (sched.final_levels[: p.exec_pos + 1] == -1).all()
+    p.stream_step(obs_window(2))
+    p._levels[1, 3] = 2  # a corrupted buffer level vector is caught by the per-call check
+    with pytest.raises(AssertionError, match="init_levels"):
+        p.stream_step(obs_window(2))
+
+
+def test_denoise_levels_mixed_rows(shape_meta: dict, stats: dict) -> None:
+    """Rows at different level vectors take the per-row path and agree with denoising each row alone."""
+    p = make_sdp(shape_meta, stats)
+    cond, x = p.encode_obs(obs_window(2)).detach(), torch.randn(2, 20, ACTION_DIM)
+    levels = torch.stack([p.init_levels, torch.full_like(p.init_levels, 9)])
+    with torch.no_grad():
+        both, lv = p.denoise_levels(x, levels, cond, 3)
+        for r in range(2):
+            alone, lv_r = p.denoise_levels(x[r : r + 1], levels[r : r + 1], cond[r : r + 1], 3)
+            torch.testing.assert_close(both[r : r + 1], alone, atol=1e-6, rtol=0)
+            assert torch.equal(lv[r : r + 1], lv_r)
+
+
 def test_loss_backward(shape_meta: dict, stats: dict) -> None:
     p = make_policy("streaming", shape_meta, stats, **TINY)
     loss, _ = p.loss({"obs": obs_window(8), "action": torch.rand(8, 20, ACTION_DIM) * 2 - 1})
