@@ -165,8 +165,17 @@ class ObsEncoder(nn.Module):
             per_step += enc.out_dim
         self.per_step_dim = per_step
         self.out_dim = per_step * n_obs_steps
+        # Low-dim-only with identity encoders (the default): the condition is just the flattened window.
+        self._identity = not lowdim_hidden and not any(self.is_rgb.values())
 
     def forward(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        if self._identity:  # same values as the general path, without the per-key module calls
+            b = obs[self.keys[0]].shape[0]
+            if len(self.keys) == 1:
+                return obs[self.keys[0]].reshape(b, -1)  # (B, To * D)
+            return torch.cat([obs[k].reshape(*obs[k].shape[:2], -1) for k in self.keys], dim=-1).reshape(
+                b, -1
+            )
         feats = []
         for key in self.keys:
             x = obs[key]  # (B, To, ...) normalised

@@ -115,3 +115,18 @@ def test_denoisers_timestep_and_levels(backbone: str, cond_mode: str) -> None:
 def test_unet_horizon_check() -> None:
     with pytest.raises(ValueError, match="divisible"):
         ConditionalUnet1D(3, 10, 10, down_dims=(16, 32, 64))
+
+
+def test_identity_fast_path_equals_the_general_path():
+    from policies.encoders import ObsEncoder
+
+    meta = {
+        "obs": {"state": {"shape": [5], "type": "low_dim"}, "extra": {"shape": [2, 3], "type": "low_dim"}}
+    }
+    obs = {"state": torch.randn(4, 2, 5), "extra": torch.randn(4, 2, 2, 3)}
+    for keys in (["state"], ["state", "extra"]):
+        enc = ObsEncoder({"obs": {k: meta["obs"][k] for k in keys}}, n_obs_steps=2)
+        assert enc._identity
+        fast = enc(obs)
+        enc._identity = False
+        assert torch.equal(fast, enc(obs)) and fast.shape == (4, enc.out_dim)
