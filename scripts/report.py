@@ -14,14 +14,32 @@ from typing import Any
 import numpy as np
 
 from scripts.common import atomic_write_text, format_table
+from sim.evaluate import wilson_interval
 
 
 def load_runs(root: Path) -> dict[str, dict[str, Any]]:
     """``{run name: metrics}`` for every sub-directory of ``root`` that holds a metrics.json."""
     runs = {}
-    for path in sorted(root.glob("*/metrics.json")):
+    for path in sorted(root.glob("*/metrics.json"), key=lambda p: p.stat().st_mtime):  # pipeline order
         runs[path.parent.name] = json.loads(path.read_text())
     return runs
+
+
+def describe(m: dict[str, Any]) -> tuple[str, int]:
+    """What a run measured, and over how many episodes its success rate was counted."""
+    if "attempts" in m:
+        return "collection: expert success over all attempts", int(m["attempts"])
+    policy = m.get("policy")
+    n = int(m.get("episodes") or 0)
+    if policy == "replay":
+        return "dataset replayed from its episode seeds", n
+    if policy == "expert":
+        return "scripted expert", n
+    if policy == "checkpoint":
+        return "trained policy on unseen initial states", n
+    if "final_loss" in m:
+        return f"{policy}: end-of-training evaluation ({m.get('steps')} steps)", n
+    return str(policy or ""), n
 
 
 def scalar_curve(run_dir: Path, needle: str = "loss") -> tuple[np.ndarray, np.ndarray] | None:
@@ -48,12 +66,15 @@ def rows_for(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     for name, m in runs.items():
         if "success_rate" not in m or m.get("success_rate") is None:
             continue
-        ci = m.get("success_ci95")
+        what, n = describe(m)
+        ci = m.get("success_ci95") or (list(wilson_interval(round(m["success_rate"] * n), n)) if n else None)
+        m["success_ci95"] = ci  # the plot's error bars
         rows.append(
             {
                 "run": name,
+                "what": what,
                 "task": m.get("task", ""),
-                "episodes": m.get("episodes", ""),
+                "episodes": n,
                 "success": float(m["success_rate"]),
                 "95% CI": f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "",
                 "wall s": float(m.get("wall_time_s", 0.0)),
@@ -75,7 +96,8 @@ def plot(root: Path, runs: dict[str, dict[str, Any]], rows: list[dict[str, Any]]
     names = [r["run"] for r in rows]
     rates = np.array([r["success"] for r in rows])
     lo_hi = np.array([runs[n].get("success_ci95", [r, r]) for n, r in zip(names, rates)])
-    err = np.stack([rates - lo_hi[:, 0], lo_hi[:, 1] - rates]) if len(rows) else None
+    # Clipped at 0: a Wilson bound can sit a rounding error inside the rate itself (e.g. 0.9999... at 100%).
+    err = np.clip(np.stack([rates - lo_hi[:, 0], lo_hi[:, 1] - rates]), 0.0, None) if len(rows) else None
     ax.bar(names, rates, yerr=err, capsize=4, color="#4c72b0")
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("success rate (95% Wilson CI)")
