@@ -143,13 +143,22 @@ def test_ctrl_c_leaves_a_valid_file_with_the_finished_episodes(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A shell's background job (`make test &`, some CI runners) inherits SIGINT as *ignored*, and
+        # Python then never raises KeyboardInterrupt: give the child the default disposition back.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    partial = out / "demos.hdf5.partial"
-    deadline = time.time() + 120
-    while time.time() < deadline and not (partial.exists() and partial.stat().st_size > 50_000):
-        time.sleep(0.2)  # wait until some episodes are on disk
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        partial = out / "demos.hdf5.partial"
+        deadline = time.time() + 240
+        while time.time() < deadline and not (partial.exists() and partial.stat().st_size > 50_000):
+            time.sleep(0.2)  # wait until some episodes are on disk
+        assert partial.exists(), "the collector wrote no partial file within 240 s"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted" in err
     with open_dataset(out / "demos.hdf5") as demos:  # the finished episodes, in a valid file
