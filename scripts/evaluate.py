@@ -83,8 +83,12 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         if not cfg.checkpoint:
             raise ValueError("policy=checkpoint needs checkpoint=<run dir>, e.g. checkpoint=runs/dp")
         from policies import load_policy
+        from policies.steering import is_steering_run, load_steered_policy
 
-        policy = load_policy(cfg.checkpoint, which=cfg.which)
+        if is_steering_run(cfg.checkpoint):  # a robosteer-steer run: its base + the steering actor
+            policy = load_steered_policy(cfg.checkpoint)
+        else:
+            policy = load_policy(cfg.checkpoint, which=cfg.which)
         policy.eval()
         task = cfg.task or policy.task
         if not task:

@@ -6,13 +6,14 @@ optimizers, replay buffer, RNG), plots/learning_curve.png and metrics.json with 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from scripts.common import CONFIG_DIR, format_table, start_run, write_metrics
+from scripts.common import CONFIG_DIR, atomic_write_text, format_table, start_run, write_metrics
 
 ALGOS = ("dsrl",)
 
@@ -43,7 +44,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
     import sim
     from policies import load_policy
-    from policies.checkpoint import find_checkpoint, read_checkpoint_config
+    from policies.checkpoint import find_checkpoint, read_checkpoint_config, state_dict_hash
     from policies.steering.dsrl import DSRL, DSRLConfig, DSRLRunConfig, run_dsrl
 
     torch.set_num_threads(int(cfg.threads))
@@ -70,9 +71,20 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         obs="state",
         action_chunk=ta,
         obs_history=to,
+        max_episode_steps=cfg.max_episode_steps,
         vectorization=cfg.vectorization,
     )
     obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
+    offline = None
+    if cfg.offline:
+        if cfg.variant != "na":
+            raise ValueError(
+                f"offline={cfg.offline} needs variant=na: DSRL-SAC's critic is over latents, not actions"
+            )
+        from policies.rl import chunk_transitions
+
+        offline = chunk_transitions(str(cfg.offline), keys, to, ta, reward=str(cfg.run.reward))
+        offline["taken"] = offline.pop("action")
     agent = DSRL(
         base,
         obs_dim,
@@ -85,13 +97,27 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     )
 
     def eval_fn(policy: Any) -> dict[str, Any]:
-        with sim.make_env(
-            task, num_envs=int(cfg.eval_envs), seed=int(cfg.eval_seed), obs="state"
-        ) as eval_env:
+        with (
+            torch.no_grad(),
+            sim.make_env(
+                task,
+                num_envs=int(cfg.eval_envs),
+                seed=int(cfg.eval_seed),
+                obs="state",
+                max_episode_steps=cfg.max_episode_steps,
+            ) as eval_env,
+        ):
             return sim.evaluate(
                 eval_env, policy, episodes=run_cfg.eval_episodes, seed=int(cfg.eval_seed), progress=False
             )
 
+    base_hash = state_dict_hash(base)
+    base_metrics = None
+    if cfg.eval_base and not (cfg.resume and (run_dir / "base_eval.json").exists()):
+        base_metrics = eval_fn(base)  # the stock sampler (fresh N(0, I) noise): the "before" figure
+        atomic_write_text(run_dir / "base_eval.json", json.dumps(base_metrics, indent=2))
+    elif (run_dir / "base_eval.json").exists():
+        base_metrics = json.loads((run_dir / "base_eval.json").read_text())
     with env:
         metrics = run_dsrl(
             agent,
@@ -99,10 +125,23 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             run_cfg,
             str(run_dir),
             eval_fn=eval_fn,
+            offline=offline,
             resume=bool(cfg.resume),
-            checkpoint_config={"task": task, "base": str(Path(cfg.base).resolve())},
+            checkpoint_config={
+                "task": task,
+                "base": str(Path(cfg.base).resolve()),
+                "base_which": str(cfg.which),
+                "base_hash": base_hash,
+            },
+        )
+    if state_dict_hash(base) != base_hash:
+        raise RuntimeError(
+            "the base policy's weights changed during steering: this is a bug, please report it"
         )
     metrics["task"] = task
+    metrics["base_hash"] = base_hash
+    metrics["base_success_rate"] = base_metrics["success_rate"] if base_metrics else None
+    metrics["offline_transitions"] = 0 if offline is None else len(offline["reward"])
     if metrics["history"]:
         plot_learning_curve(
             metrics["history"], run_dir / "plots" / "learning_curve.png", f"DSRL-{cfg.variant} on {task}"
@@ -123,6 +162,7 @@ def _main(cfg: DictConfig) -> None:
                     "variant": metrics["variant"],
                     "env steps": metrics["env_steps"],
                     "base success": metrics["base_success_rate"],
+                    "latent-0 success": metrics["initial_success_rate"],
                     "steered success": metrics["success_rate"],
                     "wall s": metrics["wall_time_s"],
                 }

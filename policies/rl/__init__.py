@@ -7,6 +7,7 @@ composes these instead of re-implementing them.
 from policies.rl.actor import TanhGaussianActor
 from policies.rl.critic import CriticEnsemble, polyak_update
 from policies.rl.nets import EnsembleLinear, mlp
+from policies.rl.offline import chunk_transitions
 from policies.rl.replay import ReplayBuffer, sample_mixed
 from policies.rl.temperature import Temperature
 
@@ -16,6 +17,7 @@ __all__ = [
     "ReplayBuffer",
     "TanhGaussianActor",
     "Temperature",
+    "chunk_transitions",
     "mlp",
     "polyak_update",
     "sample_mixed",

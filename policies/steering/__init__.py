@@ -1,1 +1,32 @@
 """Steering methods that improve a frozen generative policy without retraining it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+STEERING_KINDS = ("dsrl",)
+
+
+def is_steering_run(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a robosteer-steer run (or its checkpoint) rather than a robosteer-train one."""
+    p = Path(path)
+    for cfg in (p / "checkpoints" / "latest" / "config.json", p / "config.json"):
+        if cfg.is_file():
+            try:
+                return json.loads(cfg.read_text()).get("kind") in STEERING_KINDS
+            except (OSError, ValueError, AttributeError):
+                return False
+    return False
+
+
+def load_steered_policy(path: str | os.PathLike, deterministic: bool = True) -> Any:
+    """Base + steering actor of a steering run, as one policy with ``act``/``reset`` (see the method's module)."""
+    from policies.steering.dsrl import load_steered_policy as load_dsrl
+
+    return load_dsrl(str(path), deterministic=deterministic)
+
+
+__all__ = ["STEERING_KINDS", "is_steering_run", "load_steered_policy"]

@@ -85,6 +85,7 @@ class DSRL(nn.Module):
             base.requires_grad_(False)
             base.eval()
         self.obs_keys = tuple(obs_keys)
+        self.obs_dim = int(obs_dim)
         self.exec_slice = exec_slice
         self.latent_shape = tuple(base.noise_shape)  # (Tp, Da)
         self.latent_dim = math.prod(self.latent_shape)
@@ -227,6 +228,7 @@ class DSRL(nn.Module):
     def get_config(self) -> dict[str, Any]:
         return {
             "dsrl": asdict(self.config),
+            "obs_dim": self.obs_dim,
             "latent_shape": list(self.latent_shape),
             "exec_slice": [self.exec_slice.start, self.exec_slice.stop],
             "obs_keys": list(self.obs_keys),
@@ -272,6 +274,13 @@ class SteeredPolicy:
         self.policy = copy.deepcopy(base)
         self.policy._plan = self._plan  # instance attribute: overrides the class's planner for this copy
         self.shape_meta = self.policy.shape_meta
+        self.task = getattr(base, "task", None)
+
+    def eval(self) -> SteeredPolicy:
+        """Both parts always act in inference mode (the base is frozen, the actor is sampled as configured)."""
+        self.policy.eval()
+        self.agent.eval()
+        return self
 
     def _plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
         latent, _ = self.agent.actor(self.agent.features(obs), deterministic=self.deterministic)
@@ -283,6 +292,50 @@ class SteeredPolicy:
     def act(self, obs: dict[str, Any]) -> Any:
         with torch.no_grad():
             return self.policy.act(obs)
+
+
+def load_steered_policy(path: str, deterministic: bool = True) -> SteeredPolicy:
+    """Rebuild base + steering actor from a DSRL run directory (or its ``checkpoints/latest``).
+
+    The base is reloaded from the path recorded at training time and checked against the recorded hash of
+    its weights, so a retrained or edited base is refused instead of silently steered with a stale actor.
+    """
+    from pathlib import Path
+
+    from policies.checkpoint import CheckpointError, load_checkpoint, load_policy, state_dict_hash
+
+    p = Path(path)
+    ckpt_dir = p / "checkpoints" / "latest" if (p / "checkpoints").is_dir() else p
+    ck = load_checkpoint(ckpt_dir, names=["agent"])
+    cfg = ck.config
+    where = ck.path / "config.json"
+    if cfg.get("kind") != "dsrl":
+        raise CheckpointError(f"{where}: key 'kind' is {cfg.get('kind')!r}, expected 'dsrl'")
+    for key in ("base", "base_which", "obs_dim", "exec_slice", "obs_keys", "dsrl"):
+        if key not in cfg:
+            raise CheckpointError(f"{where}: key {key!r} is missing (written by an older robosteer?)")
+    if not Path(cfg["base"]).exists():
+        raise CheckpointError(
+            f"{where}: key 'base' points to {cfg['base']}, which no longer exists: "
+            "DSRL steers that exact base policy, restore it there"
+        )
+    base = load_policy(cfg["base"], which=cfg["base_which"])
+    if "base_hash" in cfg and state_dict_hash(base) != cfg["base_hash"]:
+        raise CheckpointError(
+            f"{where}: the base at {cfg['base']} (which={cfg['base_which']}) is not the one this actor was "
+            "trained on (weight hash differs)"
+        )
+    agent = DSRL(
+        base,
+        int(cfg["obs_dim"]),
+        slice(*cfg["exec_slice"]),
+        DSRLConfig(**cfg["dsrl"]),
+        tuple(cfg["obs_keys"]),
+    )
+    agent.load_state_dict(ck.modules["agent"])
+    policy = SteeredPolicy(base, agent.eval(), deterministic=deterministic)
+    policy.task = cfg.get("task") or getattr(base, "task", None)
+    return policy
 
 
 def _final_obs(
@@ -498,7 +551,8 @@ def run_dsrl(
         "wall_time_s": time.perf_counter() - start,
         "history": history,
         "success_rate": history[-1]["success_rate"] if history else None,
-        "base_success_rate": history[0]["success_rate"] if history else None,
+        # the zero-initialised deterministic actor plays latent 0: the base's mode, not its stock sampler
+        "initial_success_rate": history[0]["success_rate"] if history else None,
     }
 
 

@@ -1,0 +1,206 @@
+"""DSRL on a deliberately weak base policy: success vs env steps, per task, variant and seed (issue: DSRL).
+
+For every task: collect 112 expert demos once, train a weak Diffusion Policy on the first ``--base-demos``
+training demos for ``--base-steps`` steps, and evaluate it on ``--episodes`` unseen initial states (eval
+seed 200000). Then for every (variant, seed) run ``robosteer-steer`` on that frozen base for ``--env-steps``
+env steps (at most ``--max-minutes``), and evaluate the steered policy on the same unseen states. Each run
+is appended to ``<out>/results.jsonl`` as it finishes, so an interrupted grid resumes where it stopped;
+the table and ``<out>/curves.png`` (success vs env steps, from each run's periodic evaluations) are printed
+and written at the end. Extra ``robosteer-steer`` overrides go after ``--``.
+
+    python benchmarks/dsrl_steering.py --tasks push-v3 pick-place-v3 --variants na sac --seeds 0 1 2 \
+        --out runs/bench/dsrl -- dsrl.batch_size=128
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+EVAL_SEED = 200000
+
+
+def _run(args: list[str], log: Path) -> None:
+    with log.open("w") as f:
+        subprocess.run([PY, "-m", *args], cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, check=True)
+
+
+def _evaluate(checkpoint: Path, task: str, episodes: int, out: Path, which: str = "ema") -> float:
+    if not (out / "metrics.json").exists():
+        _run(
+            [
+                "scripts.evaluate",
+                f"checkpoint={checkpoint}",
+                f"which={which}",
+                f"task={task}",
+                f"episodes={episodes}",
+                f"seed={EVAL_SEED}",
+                "video=false",
+                "progress=false",
+                f"out={out}",
+            ],
+            out.with_suffix(".log"),
+        )
+    return float(json.loads((out / "metrics.json").read_text())["success_rate"])
+
+
+def weak_base(task: str, out: Path, demos: int, steps: int, episodes: int) -> tuple[Path, float]:
+    """Collect demos and train the weak base once per task; its success on the unseen evaluation states."""
+    data = out / task / "demos"
+    if not (data / "demos.hdf5").exists():
+        _run(
+            ["scripts.collect", f"task={task}", "episodes=112", "progress=false", f"out={data}"],
+            out / f"{task}_collect.log",
+        )
+    base = out / task / f"base_dp_n{demos}_{steps}"
+    if not (base / "metrics.json").exists():
+        _run(
+            [
+                "scripts.train",
+                "policy=diffusion",
+                f"dataset={data / 'demos.hdf5'}",
+                f"task={task}",
+                f"demo_limit={demos}",
+                f"steps={steps}",
+                "progress=false",
+                f"out={base}",
+            ],
+            base.with_suffix(".train.log"),
+        )
+    return base, _evaluate(base, task, episodes, Path(f"{base}_eval"))
+
+
+def plot(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = sorted({r["task"] for r in results})
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.6), squeeze=False)
+    colors = {"na": "tab:blue", "sac": "tab:orange"}
+    for ax, task in zip(axes[0], tasks, strict=True):
+        for r in (r for r in results if r["task"] == task):
+            h = r["history"]
+            ax.plot(
+                [p["env_steps"] for p in h],
+                [p["success_rate"] for p in h],
+                color=colors.get(r["variant"]),
+                alpha=0.8,
+                label=f"DSRL-{r['variant']} s{r['seed']}",
+            )
+        base = next(r["base_success"] for r in results if r["task"] == task)
+        ax.axhline(base, color="gray", ls="--", label="weak base")
+        ax.set_title(task)
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("success rate (periodic eval)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tasks", nargs="+", default=["push-v3", "pick-place-v3"])
+    parser.add_argument("--variants", nargs="+", default=["na", "sac"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--base-demos", type=int, default=10)
+    parser.add_argument("--base-steps", type=int, default=2000)
+    parser.add_argument("--env-steps", type=int, default=100_000)
+    parser.add_argument("--max-minutes", type=float, default=60.0)
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--out", default="runs/bench/dsrl")
+    parser.add_argument("overrides", nargs="*", help="extra robosteer-steer overrides (after --)")
+    args = parser.parse_args()
+    out = (ROOT / args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    results_path = out / "results.jsonl"
+    done = {}
+    if results_path.exists():
+        for line in results_path.read_text().splitlines():
+            r = json.loads(line)
+            done[(r["task"], r["variant"], r["seed"])] = r
+    for task in args.tasks:
+        base, base_success = weak_base(task, out, args.base_demos, args.base_steps, args.episodes)
+        print(
+            f"{task}: weak base {base.name}: {base_success:.2f} success on {args.episodes} episodes",
+            flush=True,
+        )
+        for variant in args.variants:
+            for seed in args.seeds:
+                if (task, variant, seed) in done:
+                    continue
+                run = out / task / f"dsrl_{variant}_s{seed}"
+                start = time.perf_counter()
+                _run(
+                    [
+                        "scripts.steer",
+                        f"base={base}",
+                        "which=ema",
+                        f"variant={variant}",
+                        f"env_steps={args.env_steps}",
+                        f"run.max_minutes={args.max_minutes}",
+                        f"seed={seed}",
+                        "eval_base=false",
+                        "run.progress=false",
+                        f"out={run}",
+                        *args.overrides,
+                    ],
+                    run.with_suffix(".log"),
+                )
+                wall = time.perf_counter() - start
+                m = json.loads((run / "metrics.json").read_text())
+                steered = _evaluate(run, task, args.episodes, Path(f"{run}_eval"))
+                r = {
+                    "task": task,
+                    "variant": variant,
+                    "seed": seed,
+                    "base_success": base_success,
+                    "success_rate": steered,
+                    "episodes": args.episodes,
+                    "env_steps": m["env_steps"],
+                    "wall_s": wall,
+                    "history": m["history"],
+                    "overrides": args.overrides,
+                }
+                done[(task, variant, seed)] = r
+                with results_path.open("a") as f:
+                    f.write(json.dumps(r) + "\n")
+                print(json.dumps({k: v for k, v in r.items() if k != "history"}), flush=True)
+    rows: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in done.values():
+        rows[(r["task"], r["variant"])].append(r)
+    print(
+        f"\nSuccess on {args.episodes} unseen episodes (eval seed {EVAL_SEED}); weak DP base vs DSRL-steered"
+    )
+    print("| task | variant | base | steered (per seed) | mean | env steps | wall min/run |")
+    print("|---|---|---|---|---|---|---|")
+    for (task, variant), rs in sorted(rows.items()):
+        rs = sorted(rs, key=lambda r: r["seed"])
+        per_seed = ", ".join(f"{r['success_rate']:.2f}" for r in rs)
+        print(
+            f"| {task} | {variant} | {rs[0]['base_success']:.2f} | {per_seed} | "
+            f"{np.mean([r['success_rate'] for r in rs]):.2f} | {int(np.mean([r['env_steps'] for r in rs]))} | "
+            f"{np.mean([r['wall_s'] for r in rs]) / 60:.1f} |"
+        )
+    if done:
+        plot(list(done.values()), out / "curves.png")
+        print(f"curves: {out / 'curves.png'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""robosteer-steer end to end through its CLI: a tiny trained base, DSRL-NA with offline demonstrations,
+the run directory, the frozen base, robosteer-eval on the steering run, and clear errors on bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from policies.checkpoint import CheckpointError, load_policy, state_dict_hash
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MUJOCO_GL": "egl"}
+TINY_BASE = [
+    "policy.mlp_hidden_dim=32",
+    "policy.mlp_n_blocks=1",
+    "policy.time_embed_dim=16",
+    "policy.horizon=8",
+    "policy.n_action_steps=4",
+    "policy.num_inference_steps=2",
+    "batch_size=16",
+    "progress=false",
+    "lr_warmup_steps=1",
+]
+TINY_STEER = [
+    "env_steps=96",
+    "num_envs=2",
+    "eval_envs=2",
+    "max_episode_steps=16",
+    "dsrl.hidden=[32,32]",
+    "dsrl.batch_size=16",
+    "dsrl.noise_critic_steps=1",
+    "run.warmup_chunks=8",
+    "run.eval_every=48",
+    "run.eval_episodes=2",
+    "run.checkpoint_every=48",
+    "run.log_every=32",
+    "run.progress=false",
+]
+
+
+def _run(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", module, *args]
+    return subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """(work dir, a reach-v3 dataset of 2 expert demos, a tiny diffusion base trained on it)."""
+    work = tmp_path_factory.mktemp("steer")
+    p = _run("scripts.collect", "task=reach-v3", "episodes=2", "progress=false", "out=demos", cwd=work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    demos = work / "demos" / "demos.hdf5"
+    p = _run(
+        "scripts.train", "policy=diffusion", f"dataset={demos}", "steps=3", "out=base", *TINY_BASE, cwd=work
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    return work, demos, work / "base"
+
+
+def test_steer_cli_na_with_offline_demos_then_eval_the_steered_policy(setup):
+    work, demos, base = setup
+    before = state_dict_hash(load_policy(base, which="best"))
+    p = _run(
+        "scripts.steer", f"base={base}", "variant=na", f"offline={demos}", "out=dsrl", *TINY_STEER, cwd=work
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    run = work / "dsrl"
+    m = json.loads((run / "metrics.json").read_text())
+    assert m["task"] == "reach-v3" and m["variant"] == "na" and m["env_steps"] >= 96 and m["updates"] > 0
+    assert m["offline_transitions"] > 0 and m["base_hash"] == before
+    assert 0.0 <= m["base_success_rate"] <= 1.0 and 0.0 <= m["success_rate"] <= 1.0
+    assert m["history"][0]["env_steps"] == 0.0 and len(m["history"]) >= 2
+    assert (run / "plots" / "learning_curve.png").stat().st_size > 1000
+    assert any((run / "tb").iterdir())
+    assert "steered success" in p.stdout
+    assert state_dict_hash(load_policy(base, which="best")) == before  # the base's files are untouched
+
+    p = _run(
+        "scripts.evaluate",
+        "checkpoint=dsrl",
+        "episodes=2",
+        "num_envs=2",
+        "max_episode_steps=16",
+        "video=false",
+        "progress=false",
+        "out=eval",
+        cwd=work,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    ev = json.loads((work / "eval" / "metrics.json").read_text())
+    assert ev["task"] == "reach-v3" and ev["episodes"] == 2
+
+
+def test_steered_policy_refuses_a_changed_base(setup, tmp_path):
+    import shutil
+
+    from policies.steering import is_steering_run, load_steered_policy
+
+    work, _, base = setup
+    p = _run(
+        "scripts.steer",
+        f"base={base}",
+        "variant=sac",
+        "out=dsrl_sac",
+        "eval_base=false",
+        *TINY_STEER,
+        cwd=work,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    run = work / "dsrl_sac"
+    assert is_steering_run(run) and not is_steering_run(base)
+    policy = load_steered_policy(run)
+    obs = {"state": np.zeros((1, 39), np.float32)}
+    assert policy.act(obs).shape == (1, 4)
+    cfg_path = run / "checkpoints" / "latest" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["base_hash"] = "0" * 64  # as if the base had been retrained in place
+    cfg_path.write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match="not the one this actor was trained on"):
+        load_steered_policy(run)
+    moved = tmp_path / "gone"
+    cfg["base"] = str(moved)
+    cfg_path.write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match="no longer exists"):
+        load_steered_policy(run)
+    shutil.rmtree(run)
+
+
+def test_bad_input_is_a_clear_error(setup):
+    work, demos, base = setup
+    p = _run(
+        "scripts.steer", f"base={base}", "variant=sac", f"offline={demos}", "out=bad", *TINY_STEER, cwd=work
+    )
+    assert p.returncode != 0 and "needs variant=na" in p.stderr
+    p = _run("scripts.steer", "base=nowhere", "out=bad2", *TINY_STEER, cwd=work)
+    assert p.returncode != 0 and "nowhere" in p.stderr
+    p = _run("scripts.steer", f"base={base}", "variant=nah", "out=bad3", *TINY_STEER, cwd=work)
+    assert p.returncode != 0 and "'na'" in p.stderr
