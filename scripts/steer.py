@@ -46,20 +46,32 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     from policies import load_policy
     from policies.checkpoint import find_checkpoint, read_checkpoint_config, state_dict_hash
     from policies.steering.dsrl import DSRL, DSRLConfig, DSRLRunConfig, run_dsrl
+    from policies.steering.scratch import SCRATCH, make_scratch_base
 
     torch.set_num_threads(int(cfg.threads))
     if not cfg.base:
         raise ValueError("steering needs base=<run directory of robosteer-train>, e.g. base=runs/dp")
-    base = load_policy(cfg.base, which=cfg.which)
-    name = getattr(base, "name", "")
-    if name == "streaming":
-        raise ValueError(
-            "DSRL needs a stateless noise->chunk map: use a diffusion or flow base, not streaming"
-        )
-    ckpt_dir, _ = find_checkpoint(cfg.base, cfg.which)
-    task = cfg.task or read_checkpoint_config(ckpt_dir).get("task")
-    if not task:
-        raise ValueError(f"the base {cfg.base} names no task: pass task=<name>")
+    if cfg.base == SCRATCH:
+        if not cfg.task or cfg.variant != "sac":
+            raise ValueError(
+                "base=scratch is plain SAC from scratch: it needs variant=sac and task=<name>, "
+                f"got variant={cfg.variant} task={cfg.task}"
+            )
+        task = cfg.task
+        with sim.make_env(task, num_envs=1, obs="state") as probe:
+            state_dim = int(probe.single_observation_space["state"].shape[0])
+            action_dim = int(probe.single_action_space.shape[0])
+        base = make_scratch_base(state_dim, action_dim, int(cfg.scratch_chunk))
+    else:
+        base = load_policy(cfg.base, which=cfg.which)
+        if getattr(base, "name", "") == "streaming":
+            raise ValueError(
+                "DSRL needs a stateless noise->chunk map: use a diffusion or flow base, not streaming"
+            )
+        ckpt_dir, _ = find_checkpoint(cfg.base, cfg.which)
+        task = cfg.task or read_checkpoint_config(ckpt_dir).get("task")
+        if not task:
+            raise ValueError(f"the base {cfg.base} names no task: pass task=<name>")
     keys = tuple(k for k, m in base.shape_meta["obs"].items() if m.get("type", "low_dim") == "low_dim")
     if len(keys) != len(base.shape_meta["obs"]):
         raise ValueError("DSRL here steers state-based policies: the base uses image observations")
@@ -129,7 +141,10 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             resume=bool(cfg.resume),
             checkpoint_config={
                 "task": task,
-                "base": str(Path(cfg.base).resolve()),
+                "base": SCRATCH if cfg.base == SCRATCH else str(Path(cfg.base).resolve()),
+                "scratch_shape": [state_dim, action_dim, int(cfg.scratch_chunk)]
+                if cfg.base == SCRATCH
+                else None,
                 "base_which": str(cfg.which),
                 "base_hash": base_hash,
             },

@@ -314,12 +314,17 @@ def load_steered_policy(path: str, deterministic: bool = True) -> SteeredPolicy:
     for key in ("base", "base_which", "obs_dim", "exec_slice", "obs_keys", "dsrl"):
         if key not in cfg:
             raise CheckpointError(f"{where}: key {key!r} is missing (written by an older robosteer?)")
-    if not Path(cfg["base"]).exists():
+    from policies.steering.scratch import SCRATCH, make_scratch_base
+
+    if cfg["base"] == SCRATCH:  # plain SAC from scratch: the identity noise -> chunk map
+        base = make_scratch_base(*cfg["scratch_shape"])
+    elif not Path(cfg["base"]).exists():
         raise CheckpointError(
             f"{where}: key 'base' points to {cfg['base']}, which no longer exists: "
             "DSRL steers that exact base policy, restore it there"
         )
-    base = load_policy(cfg["base"], which=cfg["base_which"])
+    else:
+        base = load_policy(cfg["base"], which=cfg["base_which"])
     if "base_hash" in cfg and state_dict_hash(base) != cfg["base_hash"]:
         raise CheckpointError(
             f"{where}: the base at {cfg['base']} (which={cfg['base_which']}) is not the one this actor was "

@@ -132,6 +132,28 @@ def test_steered_policy_refuses_a_changed_base(setup, tmp_path):
     shutil.rmtree(run)
 
 
+def test_plain_sac_from_scratch_runs_and_evaluates(setup):
+    work, _, _ = setup
+    p = _run(
+        "scripts.steer", "base=scratch", "task=reach-v3", "variant=sac", "out=scratch", *TINY_STEER, cwd=work
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    m = json.loads((work / "scratch" / "metrics.json").read_text())
+    assert m["task"] == "reach-v3" and m["variant"] == "sac" and m["updates"] > 0
+    p = _run(
+        "scripts.evaluate",
+        "checkpoint=scratch",
+        "episodes=2",
+        "num_envs=2",
+        "max_episode_steps=16",
+        "video=false",
+        "progress=false",
+        "out=eval_scratch",
+        cwd=work,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+
+
 def test_bad_input_is_a_clear_error(setup):
     work, demos, base = setup
     p = _run(
@@ -142,3 +164,7 @@ def test_bad_input_is_a_clear_error(setup):
     assert p.returncode != 0 and "nowhere" in p.stderr
     p = _run("scripts.steer", f"base={base}", "variant=nah", "out=bad3", *TINY_STEER, cwd=work)
     assert p.returncode != 0 and "'na'" in p.stderr
+    p = _run(
+        "scripts.steer", "base=scratch", "task=reach-v3", "variant=na", "out=bad4", *TINY_STEER, cwd=work
+    )
+    assert p.returncode != 0 and "needs variant=sac" in p.stderr
