@@ -16,7 +16,7 @@ def test_identity_map_clips_to_the_action_box_and_has_nothing_to_train():
     w = torch.randn(3, 8, 4) * 2
     assert torch.equal(base.sample(obs, noise=w), w.clamp(-1, 1))
     assert not list(base.parameters())
-    with pytest.raises(TypeError, match="nothing|no parameters"):
+    with pytest.raises(TypeError, match="no parameters to train"):
         base.loss({"obs": obs, "action": w})
 
 
