@@ -75,6 +75,7 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     import sim
 
     torch.set_num_threads(int(cfg.threads))
+    steered = False
     if cfg.policy.name == "expert":
         if not cfg.task:
             raise ValueError("policy=expert needs task=<name>, e.g. task=push-v3")
@@ -85,7 +86,8 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         from policies import load_policy
         from policies.steering import is_steering_run, load_steered_policy
 
-        if is_steering_run(cfg.checkpoint):  # a robosteer-steer run: its base + the steering actor
+        steered = is_steering_run(cfg.checkpoint)
+        if steered:  # a robosteer-steer run: its base + the steering actor
             policy = load_steered_policy(cfg.checkpoint)
         else:
             policy = load_policy(cfg.checkpoint, which=cfg.which)
@@ -116,6 +118,7 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             progress=bool(cfg.progress),
         )
     metrics["task"] = task
+    metrics["steered"] = steered
     if video_path is not None:
         metrics["video"] = str(video_path)
     return metrics

@@ -31,6 +31,12 @@ def describe(m: dict[str, Any]) -> tuple[str, int]:
         return "collection: expert success over all attempts", int(m["attempts"])
     policy = m.get("policy")
     n = int(m.get("episodes") or 0)
+    if "variant" in m and "history" in m:
+        return f"DSRL-{m['variant']}: last periodic eval of steering ({m.get('env_steps')} env steps)", int(
+            m.get("eval_episodes") or 0
+        )
+    if m.get("steered"):
+        return "steered policy (frozen base + DSRL actor) on unseen initial states", n
     if policy == "replay":
         return "dataset replayed from its episode seeds", n
     if policy == "expert":
@@ -90,8 +96,14 @@ def plot(root: Path, runs: dict[str, dict[str, Any]], rows: list[dict[str, Any]]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curves = {name: c for name in runs if (c := scalar_curve(root / name)) is not None}
-    fig, axes = plt.subplots(1, 1 + bool(curves), figsize=(6 + 5 * bool(curves), 4), squeeze=False)
+    curves = {
+        name: c
+        for name, m in runs.items()
+        if "final_loss" in m and (c := scalar_curve(root / name)) is not None
+    }
+    steering = {name: m["history"] for name, m in runs.items() if "variant" in m and m.get("history")}
+    panels = 1 + bool(curves) + bool(steering)
+    fig, axes = plt.subplots(1, panels, figsize=(6 + 5 * (panels - 1), 4), squeeze=False)
     ax = axes[0, 0]
     names = [r["run"] for r in rows]
     rates = np.array([r["success"] for r in rows])
@@ -112,6 +124,20 @@ def plot(root: Path, runs: dict[str, dict[str, Any]], rows: list[dict[str, Any]]
         ax.set_xlabel("training step")
         ax.set_ylabel("loss")
         ax.set_title("training loss")
+        ax.legend()
+    if steering:
+        ax = axes[0, panels - 1]
+        for name, history in steering.items():
+            ax.plot(
+                [h["env_steps"] for h in history],
+                [h["success_rate"] for h in history],
+                marker="o",
+                label=name,
+            )
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("success rate (periodic eval)")
+        ax.set_title("steering learning curve")
         ax.legend()
     fig.tight_layout()
     out = root / "summary.png"

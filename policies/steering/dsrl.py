@@ -25,6 +25,7 @@ from torch import nn
 from policies.rl import CriticEnsemble, TanhGaussianActor, Temperature, polyak_update
 
 VARIANTS = ("na", "sac")
+LATENTS = ("full", "shared")
 
 
 class NoiseDecoder(Protocol):
@@ -55,12 +56,18 @@ class DSRLConfig:
     target_entropy: float = 0.0  # the reference configs' target_ent
     noise_critic_steps: int = 10  # NA: Q^W distillation steps per update call
     backup_entropy: bool = True  # subtract α·log π(w'|s') in the TD target (SB3 SAC does)
+    # full: one latent per (Tp, Da) noise entry (ajwagen/dsrl) | shared: one Da-vector repeated over the Tp rows
+    # (nakamotoo/dsrl_pi0's choice: a far smaller space for the critics to cover; check the base's success
+    # with repeated noise first, some bases degrade with it)
+    latent: str = "full"
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
             raise ValueError(f"DSRL variant {self.variant!r} is not known: expected one of {VARIANTS}")
         if self.backup not in ("min", "mean"):
             raise ValueError(f"DSRL backup {self.backup!r} is not known: expected 'min' or 'mean'")
+        if self.latent not in LATENTS:
+            raise ValueError(f"DSRL latent={self.latent!r} is not known: expected one of {LATENTS}")
 
 
 class DSRL(nn.Module):
@@ -87,9 +94,10 @@ class DSRL(nn.Module):
         self.obs_keys = tuple(obs_keys)
         self.obs_dim = int(obs_dim)
         self.exec_slice = exec_slice
-        self.latent_shape = tuple(base.noise_shape)  # (Tp, Da)
+        self.noise_shape = tuple(base.noise_shape)  # (Tp, Da): what the base's sampler takes
+        self.latent_shape = (1, self.noise_shape[1]) if cfg.latent == "shared" else self.noise_shape
         self.latent_dim = math.prod(self.latent_shape)
-        self.exec_dim = len(range(*exec_slice.indices(self.latent_shape[0]))) * self.latent_shape[1]
+        self.exec_dim = len(range(*exec_slice.indices(self.noise_shape[0]))) * self.noise_shape[1]
         kw = {"hidden": cfg.hidden, "num_critics": cfg.num_critics, "layer_norm": True, "act": cfg.activation}
         self.actor = TanhGaussianActor(
             obs_dim,
@@ -117,10 +125,15 @@ class DSRL(nn.Module):
         """Flattened low-dim observation history: {key: (B, To, D)} → (B, To·ΣD)."""
         return torch.cat([obs[k].flatten(1).float() for k in self.obs_keys], dim=-1)
 
+    def to_noise(self, latent: torch.Tensor) -> torch.Tensor:
+        """Latent (B, latent_dim) → the base's initial noise (B, Tp, Da) (rows repeated if ``shared``)."""
+        w = latent.reshape(latent.shape[0], *self.latent_shape)
+        return w.expand(latent.shape[0], *self.noise_shape).contiguous()
+
     @torch.no_grad()
     def decode(self, obs: dict[str, torch.Tensor], latent: torch.Tensor) -> torch.Tensor:
-        """Executed chunk (B, Ta, Da) of the frozen base for latent (B, Tp·Da); no autograd graph."""
-        noise = latent.reshape(latent.shape[0], *self.latent_shape)  # (B, Tp, Da)
+        """Executed chunk (B, Ta, Da) of the frozen base for latent (B, latent_dim); no autograd graph."""
+        noise = self.to_noise(latent)  # (B, Tp, Da)
         chunk = torch.as_tensor(self.base.sample(obs, noise=noise))  # (B, Tp, Da)
         return chunk[:, self.exec_slice]
 
@@ -284,7 +297,7 @@ class SteeredPolicy:
 
     def _plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
         latent, _ = self.agent.actor(self.agent.features(obs), deterministic=self.deterministic)
-        return self.policy.sample(obs, noise=latent.reshape(latent.shape[0], *self.agent.latent_shape))
+        return self.policy.sample(obs, noise=self.agent.to_noise(latent))
 
     def reset(self, env_ids: Any = None) -> None:
         self.policy.reset(env_ids)
@@ -553,6 +566,7 @@ def run_dsrl(
         "env_steps": counters["env_steps"],
         "updates": counters["updates"],
         "train_episodes": counters["episodes"],
+        "eval_episodes": cfg.eval_episodes,
         "wall_time_s": time.perf_counter() - start,
         "history": history,
         "success_rate": history[-1]["success_rate"] if history else None,

@@ -116,6 +116,26 @@ def test_zero_initialised_deterministic_actor_reproduces_base_chunk_for_zero_noi
     assert torch.equal(chunk, base.sample(obs, noise=torch.zeros(5, 4, 2))[:, 1:3])
 
 
+@pytest.mark.parametrize("variant", ["na", "sac"])
+def test_shared_latent_is_one_action_sized_vector_repeated_over_the_horizon(variant):
+    class Affine(nn.Module):
+        noise_shape = (4, 2)
+
+        def sample(self, obs, noise=None):
+            return 0.5 * noise + torch.arange(4.0).view(1, 4, 1)
+
+    base = Affine()
+    cfg = DSRLConfig(variant=variant, latent="shared", hidden=[16])
+    agent = DSRL(base, obs_dim=6, exec_slice=slice(1, 3), config=cfg)
+    assert agent.latent_dim == 2 and agent.exec_dim == 4
+    assert agent.actor(torch.randn(3, 6))[0].shape == (3, 2)
+    w = torch.tensor([[0.3, -0.7]])
+    want = base.sample(None, noise=w.view(1, 1, 2).repeat(1, 4, 1))[:, 1:3]
+    assert torch.equal(agent.decode({"state": torch.zeros(1, 2, 3)}, w), want)
+    with pytest.raises(ValueError, match="latent='rows'"):
+        DSRLConfig(latent="rows")
+
+
 @pytest.mark.parametrize("variant,bound", [("na", 1.0), ("sac", 1.5)])
 def test_every_latent_is_inside_the_bound(variant, bound):
     agent = DSRL(
