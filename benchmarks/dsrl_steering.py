@@ -1,15 +1,19 @@
 """DSRL on a deliberately weak base policy: success vs env steps, per task, variant and seed (issue: DSRL).
 
-For every task: collect 112 expert demos once, train a weak Diffusion Policy on the first ``--base-demos``
-training demos for ``--base-steps`` steps, and evaluate it on ``--episodes`` unseen initial states (eval
-seed 200000). Then for every (variant, seed) run ``robosteer-steer`` on that frozen base for ``--env-steps``
-env steps (at most ``--max-minutes``), and evaluate the steered policy on the same unseen states. Each run
+For every task: collect 100 demos once from the scripted expert with N(0, ``--noise``) action noise, keeping
+failures (mixed-quality data, as human teleoperation gives), train a Diffusion Policy on them for
+``--base-steps`` steps, and evaluate it on ``--episodes`` unseen initial states (eval seed 200000). Such a
+base imitates the noise too: its chunks depend strongly on the latent noise, which is what DSRL steers (a
+base trained on clean expert demos barely depends on its noise and leaves DSRL nothing to choose from).
+Then for every (variant, seed) run ``robosteer-steer`` on that frozen base for ``--env-steps`` env steps (at
+most ``--max-minutes``; NA also loads the demos into its critic's offline buffer), and evaluate the steered
+policy on the same unseen states. ``--variants scratch`` runs plain SAC from scratch (no base) as baseline. Each run
 is appended to ``<out>/results.jsonl`` as it finishes, so an interrupted grid resumes where it stopped;
 the table and ``<out>/curves.png`` (success vs env steps, from each run's periodic evaluations) are printed
 and written at the end. Extra ``robosteer-steer`` overrides go after ``--``.
 
-    python benchmarks/dsrl_steering.py --tasks push-v3 pick-place-v3 --variants na sac --seeds 0 1 2 \
-        --out runs/bench/dsrl -- dsrl.batch_size=128
+    python benchmarks/dsrl_steering.py --tasks push-v3 pick-place-v3 --variants na sac scratch \
+        --seeds 0 1 2 --out runs/bench/dsrl
 """
 
 from __future__ import annotations
@@ -53,15 +57,24 @@ def _evaluate(checkpoint: Path, task: str, episodes: int, out: Path, which: str 
     return float(json.loads((out / "metrics.json").read_text())["success_rate"])
 
 
-def weak_base(task: str, out: Path, demos: int, steps: int, episodes: int) -> tuple[Path, float]:
-    """Collect demos and train the weak base once per task; its success on the unseen evaluation states."""
-    data = out / task / "demos"
+def weak_base(task: str, out: Path, noise: float, steps: int, episodes: int) -> tuple[Path, Path, float]:
+    """Collect noisy demos and train the weak base once per task: (base, demos, success on unseen states)."""
+    data = out / task / f"demos_noise{noise}"
     if not (data / "demos.hdf5").exists():
         _run(
-            ["scripts.collect", f"task={task}", "episodes=112", "progress=false", f"out={data}"],
+            [
+                "scripts.collect",
+                f"task={task}",
+                "episodes=100",
+                "seed=0",
+                f"action_noise_std={noise}",
+                "keep=all",
+                "progress=false",
+                f"out={data}",
+            ],
             out / f"{task}_collect.log",
         )
-    base = out / task / f"base_dp_n{demos}_{steps}"
+    base = out / task / f"base_dp_noise{noise}_{steps}"
     if not (base / "metrics.json").exists():
         _run(
             [
@@ -69,14 +82,15 @@ def weak_base(task: str, out: Path, demos: int, steps: int, episodes: int) -> tu
                 "policy=diffusion",
                 f"dataset={data / 'demos.hdf5'}",
                 f"task={task}",
-                f"demo_limit={demos}",
                 f"steps={steps}",
+                "eval_episodes=50",
                 "progress=false",
                 f"out={base}",
             ],
             base.with_suffix(".train.log"),
         )
-    return base, _evaluate(base, task, episodes, Path(f"{base}_eval"))
+    demos = data / "demos.hdf5"
+    return base, demos, _evaluate(base, task, episodes, Path(f"{base}_eval"))
 
 
 def plot(results: list[dict], path: Path) -> None:
@@ -87,7 +101,7 @@ def plot(results: list[dict], path: Path) -> None:
 
     tasks = sorted({r["task"] for r in results})
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.6), squeeze=False)
-    colors = {"na": "tab:blue", "sac": "tab:orange"}
+    colors = {"na": "tab:blue", "sac": "tab:orange", "scratch": "tab:gray"}
     for ax, task in zip(axes[0], tasks, strict=True):
         for r in (r for r in results if r["task"] == task):
             h = r["history"]
@@ -96,7 +110,8 @@ def plot(results: list[dict], path: Path) -> None:
                 [p["success_rate"] for p in h],
                 color=colors.get(r["variant"]),
                 alpha=0.8,
-                label=f"DSRL-{r['variant']} s{r['seed']}",
+                label=("SAC from scratch" if r["variant"] == "scratch" else f"DSRL-{r['variant']}")
+                + f" s{r['seed']}",
             )
         base = next(r["base_success"] for r in results if r["task"] == task)
         ax.axhline(base, color="gray", ls="--", label="weak base")
@@ -118,8 +133,8 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=["push-v3", "pick-place-v3"])
     parser.add_argument("--variants", nargs="+", default=["na", "sac"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--base-demos", type=int, default=10)
-    parser.add_argument("--base-steps", type=int, default=2000)
+    parser.add_argument("--noise", type=float, default=0.3, help="action noise std of the base's demos")
+    parser.add_argument("--base-steps", type=int, default=3000)
     parser.add_argument("--env-steps", type=int, default=100_000)
     parser.add_argument("--max-minutes", type=float, default=60.0)
     parser.add_argument("--episodes", type=int, default=100)
@@ -135,7 +150,7 @@ def main() -> None:
             r = json.loads(line)
             done[(r["task"], r["variant"], r["seed"])] = r
     for task in args.tasks:
-        base, base_success = weak_base(task, out, args.base_demos, args.base_steps, args.episodes)
+        base, demos, base_success = weak_base(task, out, args.noise, args.base_steps, args.episodes)
         print(
             f"{task}: weak base {base.name}: {base_success:.2f} success on {args.episodes} episodes",
             flush=True,
@@ -146,12 +161,15 @@ def main() -> None:
                     continue
                 run = out / task / f"dsrl_{variant}_s{seed}"
                 start = time.perf_counter()
+                if variant == "scratch":  # plain SAC from scratch: no base, no demos
+                    algo = ["base=scratch", f"task={task}", "variant=sac"]
+                else:
+                    algo = [f"base={base}", "which=ema", f"variant={variant}"]
+                    algo += [f"offline={demos}"] if variant == "na" else []
                 _run(
                     [
                         "scripts.steer",
-                        f"base={base}",
-                        "which=ema",
-                        f"variant={variant}",
+                        *algo,
                         f"env_steps={args.env_steps}",
                         f"run.max_minutes={args.max_minutes}",
                         f"seed={seed}",
