@@ -1,7 +1,8 @@
 """Summarise the run directories under one root: a table on stdout, plus ``summary.md`` and ``summary.png``.
 
 Used by ``make demo``; works on any folder whose sub-directories are robosteer run directories.
-    python -m scripts.report runs/demo
+    python -m scripts.report runs/demo                          # every run: table, summary.md, summary.png
+    python -m scripts.report runs/demo weak_dp_eval dsrl_eval   # just these runs' rows, side by side
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ def plot(root: Path, runs: dict[str, dict[str, Any]], rows: list[dict[str, Any]]
     err = np.clip(np.stack([rates - lo_hi[:, 0], lo_hi[:, 1] - rates]), 0.0, None) if len(rows) else None
     ax.bar(names, rates, yerr=err, capsize=4, color="#4c72b0")
     ax.set_ylim(0, 1.05)
+    ax.tick_params(axis="x", labelrotation=30)
     ax.set_ylabel("success rate (95% Wilson CI)")
     ax.set_title("success by run")
     for i, r in enumerate(rates):  # inside the bar, clear of the error bars
@@ -149,14 +151,21 @@ def plot(root: Path, runs: dict[str, dict[str, Any]], rows: list[dict[str, Any]]
 def main(argv: list[str] | None = None) -> int:
     """Print and save the summary of the runs under ``argv[0]``."""
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m scripts.report RUN_ROOT", file=sys.stderr)
+    if not argv:
+        print("usage: python -m scripts.report RUN_ROOT [RUN_NAME ...]", file=sys.stderr)
         return 2
     root = Path(argv[0])
     runs = load_runs(root)
     if not runs:
         print(f"no run directories with a metrics.json under {root}", file=sys.stderr)
         return 1
+    if len(argv) > 1:  # a side-by-side table of the named runs only, in the order given
+        missing = [n for n in argv[1:] if n not in runs]
+        if missing:
+            print(f"no metrics.json for {missing} under {root}; runs: {sorted(runs)}", file=sys.stderr)
+            return 1
+        print(format_table(rows_for({n: runs[n] for n in argv[1:]})))
+        return 0
     rows = rows_for(runs)
     table = format_table(rows)
     png = plot(root, runs, rows)
