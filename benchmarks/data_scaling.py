@@ -13,21 +13,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
+from scripts.common import read_results, run_module
+
 ROOT = Path(__file__).resolve().parents[1]
-PY = sys.executable
 
 
 def _run(args: list[str], log: Path) -> None:
-    with log.open("w") as f:
-        subprocess.run([PY, "-m", *args], cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, check=True)
+    run_module(args, log, ROOT)
 
 
 def main() -> None:
@@ -45,11 +43,7 @@ def main() -> None:
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
-    done = {}
-    if results_path.exists():
-        for line in results_path.read_text().splitlines():
-            r = json.loads(line)
-            done[(r["task"], r["policy"], r["demos"], r["seed"])] = r
+    done = read_results(results_path, ("task", "policy", "demos", "seed"))
     for task in args.tasks:
         demos = out / task / "demos"
         if not (demos / "demos.hdf5").exists():

@@ -73,3 +73,20 @@ def format_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     lines += ["| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def run_module(args: list[str], log: Path, cwd: Path) -> None:
+    """``python -m <args>`` in ``cwd`` with its output in ``log``; raises if it fails (benchmark grid steps)."""
+    import subprocess
+    import sys
+
+    with log.open("w") as f:
+        subprocess.run([sys.executable, "-m", *args], cwd=cwd, stdout=f, stderr=subprocess.STDOUT, check=True)
+
+
+def read_results(path: Path, key: tuple[str, ...]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """A resumable grid's finished runs: ``{(r[k] for k in key): r}`` from a JSON-lines file (empty if none)."""
+    if not path.exists():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {tuple(r[k] for k in key): r for r in rows}

@@ -49,6 +49,12 @@ def _run(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)
 
 
+def _eval(run: str, out: str, cwd: Path) -> subprocess.CompletedProcess:
+    """robosteer-eval of a steering run for 2 short episodes."""
+    args = ["episodes=2", "num_envs=2", "max_episode_steps=16", "video=false", "progress=false"]
+    return _run("scripts.evaluate", f"checkpoint={run}", *args, f"out={out}", cwd=cwd)
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory) -> tuple[Path, Path, Path]:
     """(work dir, a reach-v3 dataset of 2 expert demos, a tiny diffusion base trained on it)."""
@@ -81,17 +87,7 @@ def test_steer_cli_na_with_offline_demos_then_eval_the_steered_policy(setup):
     assert "steered success" in p.stdout
     assert state_dict_hash(load_policy(base, which="best")) == before  # the base's files are untouched
 
-    p = _run(
-        "scripts.evaluate",
-        "checkpoint=dsrl",
-        "episodes=2",
-        "num_envs=2",
-        "max_episode_steps=16",
-        "video=false",
-        "progress=false",
-        "out=eval",
-        cwd=work,
-    )
+    p = _eval("dsrl", "eval", work)
     assert p.returncode == 0, p.stderr[-3000:]
     ev = json.loads((work / "eval" / "metrics.json").read_text())
     assert ev["task"] == "reach-v3" and ev["episodes"] == 2
@@ -140,17 +136,7 @@ def test_plain_sac_from_scratch_runs_and_evaluates(setup):
     assert p.returncode == 0, p.stderr[-3000:]
     m = json.loads((work / "scratch" / "metrics.json").read_text())
     assert m["task"] == "reach-v3" and m["variant"] == "sac" and m["updates"] > 0
-    p = _run(
-        "scripts.evaluate",
-        "checkpoint=scratch",
-        "episodes=2",
-        "num_envs=2",
-        "max_episode_steps=16",
-        "video=false",
-        "progress=false",
-        "out=eval_scratch",
-        cwd=work,
-    )
+    p = _eval("scratch", "eval_scratch", work)
     assert p.returncode == 0, p.stderr[-3000:]
 
 
