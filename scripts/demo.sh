@@ -47,5 +47,5 @@ $PY -m scripts.evaluate checkpoint="$OUT/dsrl" task="$TASK" episodes="$EVAL_EPIS
 
 step "5/5 summary"
 $PY -m scripts.report "$OUT"
-printf '\nDSRL before/after (frozen weak base vs base + DSRL-NA actor, same %s unseen episodes):\n' "$EVAL_EPISODES"
+printf '\nDSRL before/after (the frozen weak base vs base + the best DSRL-NA actor of the periodic evaluations,\nboth on the same %s unseen episodes):\n' "$EVAL_EPISODES"
 $PY -m scripts.report "$OUT" weak_dp_eval dsrl_eval

@@ -88,7 +88,7 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
         steered = is_steering_run(cfg.checkpoint)
         if steered:  # a robosteer-steer run: its base + the steering actor
-            policy = load_steered_policy(cfg.checkpoint)
+            policy = load_steered_policy(cfg.checkpoint, which="best" if cfg.which == "best" else "latest")
         else:
             policy = load_policy(cfg.checkpoint, which=cfg.which)
         policy.eval()

@@ -22,11 +22,11 @@ def is_steering_run(path: str | os.PathLike) -> bool:
     return False
 
 
-def load_steered_policy(path: str | os.PathLike, deterministic: bool = True) -> Any:
+def load_steered_policy(path: str | os.PathLike, deterministic: bool = True, which: str = "latest") -> Any:
     """Base + steering actor of a steering run, as one policy with ``act``/``reset`` (see the method's module)."""
     from policies.steering.dsrl import load_steered_policy as load_dsrl
 
-    return load_dsrl(str(path), deterministic=deterministic)
+    return load_dsrl(str(path), deterministic=deterministic, which=which)
 
 
 __all__ = ["STEERING_KINDS", "is_steering_run", "load_steered_policy"]

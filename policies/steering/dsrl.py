@@ -307,8 +307,11 @@ class SteeredPolicy:
             return self.policy.act(obs)
 
 
-def load_steered_policy(path: str, deterministic: bool = True) -> SteeredPolicy:
-    """Rebuild base + steering actor from a DSRL run directory (or its ``checkpoints/latest``).
+def load_steered_policy(path: str, deterministic: bool = True, which: str = "latest") -> SteeredPolicy:
+    """Rebuild base + steering actor from a DSRL run directory (or one of its checkpoints).
+
+    ``which``: ``latest`` (the actor at the end of training) or ``best`` (the one that scored best in the
+    periodic evaluations; falls back to ``latest`` when the run never evaluated).
 
     The base is reloaded from the path recorded at training time and checked against the recorded hash of
     its weights, so a retrained or edited base is refused instead of silently steered with a stale actor.
@@ -318,7 +321,11 @@ def load_steered_policy(path: str, deterministic: bool = True) -> SteeredPolicy:
     from policies.checkpoint import CheckpointError, load_checkpoint, load_policy, state_dict_hash
 
     p = Path(path)
-    ckpt_dir = p / "checkpoints" / "latest" if (p / "checkpoints").is_dir() else p
+    if which not in ("best", "latest"):
+        raise CheckpointError(f"which={which!r} is not valid for a steering run: expected 'best' or 'latest'")
+    ckpt_dir = p
+    if (p / "checkpoints").is_dir():
+        ckpt_dir = p / "checkpoints" / (which if (p / "checkpoints" / which).exists() else "latest")
     ck = load_checkpoint(ckpt_dir, names=["agent"])
     cfg = ck.config
     where = ck.path / "config.json"
@@ -422,6 +429,7 @@ def run_dsrl(
     gen = torch.Generator().manual_seed(cfg.seed)
     counters = {"env_steps": 0, "transitions": 0, "updates": 0, "episodes": 0, "pending_updates": 0.0}
     history: list[dict[str, float]] = []
+    best: dict[str, float] = {"success_rate": -1.0, "env_steps": 0}
     ckpt_dir = out / "checkpoints" / "latest"
     if resume and ckpt_dir.exists():
         ck = load_checkpoint(ckpt_dir)
@@ -431,6 +439,7 @@ def run_dsrl(
         buffer.load_state_dict(ck.modules["buffer"])
         counters.update(ck.extra["counters"])
         history = list(ck.extra["history"])
+        best.update(ck.extra.get("best", {}))
         set_rng_state(ck.extra["rng"])
         gen.set_state(ck.extra["generator"])
 
@@ -444,6 +453,7 @@ def run_dsrl(
             extra={
                 "counters": dict(counters),
                 "history": history,
+                "best": dict(best),
                 "rng": get_rng_state(),
                 "generator": gen.get_state(),
             },
@@ -456,6 +466,15 @@ def run_dsrl(
         m["env_steps"] = counters["env_steps"]
         history.append({"env_steps": float(counters["env_steps"]), "success_rate": float(m["success_rate"])})
         tb.add_scalar("eval/success_rate", m["success_rate"], counters["env_steps"])
+        if (
+            m["success_rate"] > best["success_rate"]
+        ):  # the actor that scored best (robosteer-eval's which=best)
+            best.update(success_rate=float(m["success_rate"]), env_steps=counters["env_steps"])
+            save_checkpoint(
+                out / "checkpoints" / "best",
+                {"agent": agent.state_dict()},
+                {"kind": "dsrl", **agent.get_config(), **(checkpoint_config or {}), "score": dict(best)},
+            )
 
     tb = SummaryWriter(str(out / "tb"))
     start = time.perf_counter()
@@ -570,6 +589,8 @@ def run_dsrl(
         "wall_time_s": time.perf_counter() - start,
         "history": history,
         "success_rate": history[-1]["success_rate"] if history else None,
+        "best_success_rate": best["success_rate"] if history else None,
+        "best_env_steps": best["env_steps"] if history else None,
         # the zero-initialised deterministic actor plays latent 0: the base's mode, not its stock sampler
         "initial_success_rate": history[0]["success_rate"] if history else None,
     }

@@ -85,6 +85,9 @@ def test_steer_cli_na_with_offline_demos_then_eval_the_steered_policy(setup):
     assert (run / "plots" / "learning_curve.png").stat().st_size > 1000
     assert any((run / "tb").iterdir())
     assert "steered success" in p.stdout
+    best = json.loads((run / "checkpoints" / "best" / "config.json").read_text())
+    scores = [h["success_rate"] for h in m["history"]]
+    assert best["score"]["success_rate"] == max(scores) == m["best_success_rate"]  # the best periodic eval
     assert state_dict_hash(load_policy(base, which="best")) == before  # the base's files are untouched
 
     p = _eval("dsrl", "eval", work)
