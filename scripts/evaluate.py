@@ -88,7 +88,8 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
         steered = is_steering_run(cfg.checkpoint)
         if steered:  # a robosteer-steer run: its base + the steering actor
-            policy = load_steered_policy(cfg.checkpoint, which="best" if cfg.which == "best" else "latest")
+            which = "best" if cfg.which == "best" else "latest"
+            policy = load_steered_policy(cfg.checkpoint, deterministic=bool(cfg.deterministic), which=which)
         else:
             policy = load_policy(cfg.checkpoint, which=cfg.which)
         policy.eval()
