@@ -91,6 +91,39 @@ def weak_base(task: str, out: Path, noise: float, steps: int, episodes: int) -> 
     return base, demos, _evaluate(base, task, episodes, Path(f"{base}_eval"))
 
 
+def shared_noise_check(base: Path, task: str, episodes: int) -> dict[str, float]:
+    """The base's success with i.i.d. noise vs one Da-vector repeated over the horizon (``dsrl.latent=shared``).
+
+    The reference notes' faithfulness test 8: some bases degrade with repeated noise (dsrl_pi0 #9/#15).
+    """
+    import copy
+
+    import torch
+
+    import sim
+    from policies import load_policy
+
+    torch.set_num_threads(1)
+    policy = load_policy(base, which="ema")
+    tp, da = policy.noise_shape
+    out = {}
+    for mode in ("iid", "shared"):
+        pol = copy.deepcopy(policy)
+
+        def plan(obs: dict, rows: object, pol: object = pol, mode: str = mode) -> torch.Tensor:
+            b = next(iter(obs.values())).shape[0]
+            w = torch.randn(b, 1, da).expand(b, tp, da) if mode == "shared" else torch.randn(b, tp, da)
+            return pol.sample(obs, noise=w.contiguous())
+
+        pol._plan = plan
+        torch.manual_seed(0)
+        with torch.no_grad(), sim.make_env(task, num_envs=4, seed=EVAL_SEED, obs="state") as env:
+            out[mode] = sim.evaluate(env, pol, episodes=episodes, seed=EVAL_SEED, progress=False)[
+                "success_rate"
+            ]
+    return out
+
+
 def plot(results: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -137,6 +170,9 @@ def main() -> None:
     parser.add_argument("--max-minutes", type=float, default=60.0)
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--out", default="runs/bench/dsrl")
+    parser.add_argument(
+        "--noise-check", action="store_true", help="only: each base's success with i.i.d. vs repeated noise"
+    )
     parser.add_argument("overrides", nargs="*", help="extra robosteer-steer overrides (after --)")
     args = parser.parse_args()
     out = (ROOT / args.out).resolve()
@@ -145,6 +181,13 @@ def main() -> None:
     done = read_results(results_path, ("task", "variant", "seed"))
     for task in args.tasks:
         base, demos, base_success = weak_base(task, out, args.noise, args.base_steps, args.episodes)
+        if args.noise_check:
+            check = shared_noise_check(base, task, args.episodes)
+            print(
+                f"| {task} | i.i.d. noise {check['iid']:.2f} | repeated noise {check['shared']:.2f} |",
+                flush=True,
+            )
+            continue
         print(
             f"{task}: weak base {base.name}: {base_success:.2f} success on {args.episodes} episodes",
             flush=True,
