@@ -117,8 +117,7 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     max_attempts = int(cfg.max_attempts or 3 * cfg.episodes)
     path = run_dir / "demos.hdf5"
     start = time.perf_counter()
-    kept = attempts = env_steps = successes = 0
-    lengths: list[int] = []
+    kept = kept_steps = attempts = env_steps = successes = 0
     interrupted = False
     env = sim.make_env(
         cfg.task,
@@ -152,11 +151,13 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                     if cfg.keep == "all" or ep["attrs"]["success"]:
                         writer.add_episode(**ep)
                         kept += 1
-                        lengths.append(len(ep["actions"]))
                         bar.update(1)
                     bar.set_postfix(success=f"{successes / attempts:.0%}", attempts=attempts)
             except KeyboardInterrupt:
                 interrupted = True
+            # The writer is the truth: Ctrl-C can land between add_episode returning and the counters above.
+            kept, kept_steps = writer.num_episodes, writer.total_steps
+            if interrupted:
                 print(f"\ninterrupted: {kept} finished episodes are kept in {path}", file=sys.stderr)
     finally:
         bar.close()
@@ -169,7 +170,7 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         "attempts": attempts,
         "success_rate": successes / max(attempts, 1),
         "kept_success_rate": None,  # filled from the file below
-        "mean_episode_length": float(np.mean(lengths)) if lengths else 0.0,
+        "mean_episode_length": kept_steps / kept if kept else 0.0,
         "env_steps": env_steps,
         "wall_time_s": time.perf_counter() - start,
         "interrupted": interrupted,
