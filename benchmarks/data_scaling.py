@@ -39,6 +39,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=15000)
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--out", default="runs/bench/data_scaling")
+    parser.add_argument(
+        "--device", default="cpu", help="training device: cpu | cuda (evaluation runs on CPU)"
+    )
     args = parser.parse_args()
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -53,8 +56,8 @@ def main() -> None:
                 out / f"{task}_collect.log",
             )
         for policy in args.policies:
-            for n in args.demos:
-                for seed in args.seeds:
+            for seed in args.seeds:  # seed outermost: an interrupted grid has whole curves, not half cells
+                for n in args.demos:
                     key = (task, policy, n, seed)
                     if key in done:
                         continue
@@ -68,6 +71,7 @@ def main() -> None:
                             f"demo_limit={n}",
                             f"steps={args.steps}",
                             f"seed={seed}",
+                            f"device={args.device}",
                             "progress=false",
                             f"out={run}",
                         ],
@@ -98,6 +102,7 @@ def main() -> None:
                         "success_rate": m["success_rate"],
                         "episodes": m["episodes"],
                         "train_s": train_s,
+                        "device": args.device,
                     }
                     done[key] = r
                     with results_path.open("a") as f:
