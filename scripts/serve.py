@@ -1,0 +1,46 @@
+"""robosteer-serve: serve a checkpoint or a steering run over websockets + msgpack (see real/server.py)."""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig
+
+from scripts.common import CONFIG_DIR, start_run
+
+
+@hydra.main(config_path=CONFIG_DIR, config_name="serve", version_base=None)
+def _main(cfg: DictConfig) -> None:
+    import torch
+
+    from real.server import PolicyServer, load_backend
+
+    torch.set_num_threads(int(cfg.threads))
+    start_run(cfg)
+    backend = load_backend(str(cfg.checkpoint), which=str(cfg.which), deterministic=bool(cfg.deterministic))
+    if str(cfg.device) != "cpu":
+        backend.base.to(str(cfg.device))
+    server = PolicyServer(
+        backend,
+        host=str(cfg.host),
+        port=int(cfg.port),
+        token=None if cfg.token is None else str(cfg.token),
+        max_message_bytes=int(float(cfg.max_message_mb) * 2**20),
+        idle_timeout_s=float(cfg.idle_timeout_s),
+    )
+    server.start()
+    meta = backend.metadata()
+    print(
+        f"serving {cfg.checkpoint} ({'steered ' if meta['steered'] else ''}Tp={meta['horizon']}, "
+        f"Ta={meta['n_action_steps']}, task={meta['task']}) on {server.url}  (GET /healthz; Ctrl-C stops)",
+        flush=True,
+    )
+    server.serve_forever()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    _main()
+
+
+if __name__ == "__main__":
+    main()

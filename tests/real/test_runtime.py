@@ -1,0 +1,149 @@
+"""The control loop on an in-process fake arm: scheduling, stale dropping, blending, faults and recording."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from conftest import FakeRobot, ScriptedChunkPolicy
+
+from policies.data import DatasetWriter, open_dataset
+from real.runtime import ControlLoop, DeployError, RuntimeConfig, run_episodes
+from real.safety import SafetyConfig, SafetyFilter
+
+
+def make_loop(robot: FakeRobot, policy: ScriptedChunkPolicy, **kw: object) -> ControlLoop:
+    safety_kw = {"hold_after_s": 0.05, "stop_after_s": 0.15}
+    safety_kw.update(kw.pop("safety", {}))  # type: ignore[arg-type]
+    safety = SafetyFilter(
+        SafetyConfig.from_dict({**robot.safety_defaults(), **safety_kw}), 4, 1 / robot.rate_hz
+    )
+    cfg = RuntimeConfig(**{"lead_s": 0.0, "max_steps": 200, **kw})  # type: ignore[arg-type]
+    return ControlLoop(robot, policy, safety, cfg)
+
+
+def test_sync_executes_each_chunk_in_order(fake_robot: FakeRobot) -> None:
+    fake_robot.success_at_z = 0.05
+    policy = ScriptedChunkPolicy(np.array([0.0, 0.0, 1.0, 0.5]))
+    loop = make_loop(fake_robot, policy, mode="sync")
+    ep = loop.run_episode(seed=0)
+    assert ep["success"] and ep["status"] == "success" and ep["chunks"] >= 1
+    sent = np.array([a for a, _ in fake_robot.sent if a[2] > 0])
+    # Ta = 4 actions per chunk, taken from chunk indices To-1 .. To+2 (offsets 0.01 * index)
+    assert np.allclose(sent[:4, 2], 1.0)  # clipped to the command bound 1.0
+    assert np.allclose(sent[:4, 3], 0.5 + 0.01 * np.arange(1, 5))
+    stamps = [t for _, t in fake_robot.sent]
+    assert all(b > a for a, b in itertools.pairwise(stamps))  # every command carries a later execution time
+    assert len(policy.windows) == ep["chunks"] and policy.windows[0].shape == (1, 2, 39)
+    loop.close()
+
+
+def test_async_drops_stale_actions_and_blends(fake_robot: FakeRobot) -> None:
+    fake_robot.max_steps = 40
+    policy = ScriptedChunkPolicy(np.array([0.1, 0.0, 0.0, 0.0]), horizon=16, n_action_steps=8)
+    loop = make_loop(fake_robot, policy, mode="async", lead_s=0.02, async_threshold=12, blend=0.5)
+    ep = loop.run_episode(seed=0)
+    assert ep["status"] == "truncated" and ep["chunks"] >= 3
+    assert ep["stale_dropped"] > 0  # lead 4 ticks at 200 Hz: the start of every chunk is already past
+    # blending of overlapping chunks gives values between two chunk positions (0.01 steps)
+    grip = np.array([a[3] for a, _ in fake_robot.sent if a[0] > 0])
+    assert np.any(np.abs(grip * 100 - np.round(grip * 100)) > 1e-3)
+    loop.close()
+
+
+def test_policy_nan_never_reaches_the_arm_and_the_watchdog_stops(fake_robot: FakeRobot) -> None:
+    policy = ScriptedChunkPolicy(np.array([0.2, 0.0, 0.0, 0.0]))
+    policy.nan_after = 1
+    loop = make_loop(fake_robot, policy, mode="sync")
+    with pytest.raises(DeployError, match="watchdog: no fresh action") as e:
+        loop.run_episode(seed=0)
+    assert e.value.episode is not None and e.value.episode["rejected_chunks"] >= 1
+    assert fake_robot.stops >= 1
+    assert loop.safety.counts["nan"] >= 1 and loop.safety.counts["stop"] == 1
+    # FakeRobot.send_action asserts that every command was finite; held commands are zero motion
+    assert all(np.isfinite(a).all() for a, _ in fake_robot.sent)
+    loop.close()
+
+
+def test_stalled_policy_holds_then_stops(fake_robot: FakeRobot) -> None:
+    policy = ScriptedChunkPolicy(np.array([0.2, 0.0, 0.0, 0.0]))
+    policy.stall_after = 1
+    loop = make_loop(fake_robot, policy, mode="async", policy_timeout_s=5.0)
+    with pytest.raises(DeployError, match="policy request in flight: True"):
+        loop.run_episode(seed=0)
+    assert loop.safety.counts["hold"] >= 1 and fake_robot.stops >= 1
+    moving = [i for i, (a, _) in enumerate(fake_robot.sent) if a[0] != 0]
+    assert moving and all(np.allclose(a[:3], 0) for a, _ in fake_robot.sent[moving[-1] + 1 :])  # held after
+    policy.release.set()
+    loop.close()
+
+
+def test_policy_timeout_shorter_than_the_watchdog(fake_robot: FakeRobot) -> None:
+    policy = ScriptedChunkPolicy(np.array([0.2, 0.0, 0.0, 0.0]))
+    policy.stall_after = 0
+    loop = make_loop(
+        fake_robot,
+        policy,
+        mode="sync",
+        policy_timeout_s=0.05,
+        safety={"hold_after_s": 0.5, "stop_after_s": 1.0},
+    )
+    with pytest.raises(DeployError, match="policy stalled"):
+        loop.run_episode(seed=0)
+    policy.release.set()
+    loop.close()
+
+
+def test_faults_keep_the_recorded_data(fake_robot: FakeRobot, tmp_path) -> None:
+    policy = ScriptedChunkPolicy(np.array([0.0, 0.0, 0.5, 0.0]))
+    fake_robot.max_steps = 15
+    loop = make_loop(fake_robot, policy, mode="sync")
+    path = tmp_path / "episodes.hdf5"
+    with DatasetWriter(path, env_args={"env_name": "fake"}) as writer:
+
+        def kill_server_next_episode(ep: dict) -> None:
+            policy.fail_after = policy.calls + 1  # the server dies during the second episode
+
+        result = run_episodes(loop, 3, [0, 1, 2], writer=writer, on_episode=kill_server_next_episode)
+    assert result["episodes"] == 2 and "policy failed: ConnectionError" in result["error"]
+    assert result["per_episode"][0]["status"] == "truncated" and result["per_episode"][1]["status"] == "error"
+    with open_dataset(path) as demos:
+        assert demos.num_episodes == 2
+        ep = demos.episode(1)
+        assert ep["attrs"]["status"] == "error" and len(ep["actions"]) >= 1
+        assert ep["obs"]["state"].shape[1] == 39
+    loop.close()
+
+
+def test_robot_link_lost_is_reported(fake_robot: FakeRobot) -> None:
+    fake_robot.fail_on_step = 5
+    loop = make_loop(fake_robot, ScriptedChunkPolicy(np.array([0.1, 0.0, 0.0, 0.0])), mode="sync")
+    with pytest.raises(DeployError, match="robot link lost"):
+        loop.run_episode(seed=0)
+    loop.close()
+
+
+def test_policy_must_match_the_robot_observations(fake_robot: FakeRobot) -> None:
+    policy = ScriptedChunkPolicy(np.zeros(4))
+    policy.shape_meta = {"obs": {"image/wrist": {"shape": [84, 84, 3]}}, "action": {"shape": [4]}}
+    with pytest.raises(ValueError, match=r"observation keys \['image/wrist'\]"):
+        make_loop(fake_robot, policy)
+
+
+def test_bad_runtime_config() -> None:
+    with pytest.raises(ValueError, match="mode='fast'"):
+        RuntimeConfig(mode="fast").validate()
+
+
+def test_estop_from_another_thread_stops_the_episode(fake_robot: FakeRobot) -> None:
+    import threading
+
+    fake_robot.max_steps = 10_000
+    loop = make_loop(fake_robot, ScriptedChunkPolicy(np.array([0.1, 0.0, 0.0, 0.0])), mode="async")
+    threading.Timer(0.1, loop.safety.estop, args=("operator e-stop",)).start()
+    with pytest.raises(DeployError, match=r"stopped|watchdog"):
+        loop.run_episode(seed=0)
+    assert fake_robot.stops >= 2  # the e-stop hook, then the runtime's own stop
+    assert loop.safety.events[-1].kind in ("estop", "stop") and loop.safety.counts["estop"] == 1
+    loop.close()

@@ -1,0 +1,114 @@
+"""The safety filter: each limit changes exactly what it should and logs an event; the watchdog escalates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from real.safety import SafetyConfig, SafetyFilter
+
+
+def make(**kw: object) -> SafetyFilter:
+    base = {"command_low": [-1.0] * 4, "command_high": [1.0] * 4, "gripper_index": 3, "delta_scale": 0.01}
+    return SafetyFilter(SafetyConfig.from_dict({**base, **kw}), action_dim=4, dt=0.0125)
+
+
+def obs_at(pos: list[float]) -> dict[str, np.ndarray]:
+    state = np.zeros(39, np.float32)
+    state[:3] = pos
+    return {"state": state}
+
+
+def test_nan_inf_and_bad_shape_become_the_hold_command() -> None:
+    f = make()
+    f.filter([0.1, 0.2, 0.3, 0.7], obs_at([0, 0.6, 0.2]))
+    for bad in ([np.nan, 0, 0, 0], [0, np.inf, 0, 0], [0.1, 0.2]):
+        out = f.filter(bad, obs_at([0, 0.6, 0.2]))
+        assert np.array_equal(out, [0.0, 0.0, 0.0, 0.7])  # no motion, gripper kept
+    assert f.counts["nan"] == 2 and f.counts["shape"] == 1
+
+
+def test_bounds_and_gripper_are_clipped() -> None:
+    f = make(gripper_low=-0.5, gripper_high=0.5)
+    out = f.filter([3.0, -2.0, 0.5, 0.9], None)
+    assert np.allclose(out, [1.0, -1.0, 0.5, 0.5])
+    assert f.counts["clip"] == 1 and f.counts["gripper"] == 1
+
+
+def test_per_step_delta_limit() -> None:
+    f = make(max_delta=0.2)
+    f.filter([0.0, 0.0, 0.0, 0.0], None)
+    out = f.filter([1.0, -1.0, 0.1, 0.0], None)
+    assert np.allclose(out, [0.2, -0.2, 0.1, 0.0])
+    assert f.counts["delta"] == 1
+
+
+def test_velocity_limit_scales_delta_commands() -> None:
+    f = make(max_velocity=0.5)
+    out = f.filter([0.6, 0.8, 0.0, 1.0], None)
+    assert np.isclose(np.linalg.norm(out[:3]), 0.5) and np.allclose(
+        out[:3] / np.linalg.norm(out[:3]), [0.6, 0.8, 0.0]
+    )
+    assert out[3] == 1.0
+
+
+def test_velocity_limit_on_absolute_targets() -> None:
+    cfg = SafetyConfig.from_dict(
+        {
+            "kind": "absolute",
+            "max_velocity": 1.0,
+            "position_key": "q",
+            "position_slice": [0, 2],
+            "pos_dims": [0, 1],
+        }
+    )
+    f = SafetyFilter(cfg, action_dim=2, dt=0.1)
+    out = f.filter([1.0, -0.05], {"q": np.array([0.0, 0.0])})
+    assert np.allclose(out, [0.1, -0.05])  # at most 1 rad/s * 0.1 s away from the measured angles
+
+
+def test_workspace_blocks_only_outward_motion() -> None:
+    f = make(workspace_low=[-0.5, 0.4, 0.05], workspace_high=[0.5, 1.0, 0.5])
+    # 0.5 cm below the ceiling: +z allowed up to 0.5 command units (0.005 m / 0.01)
+    out = f.filter([0.0, 0.0, 1.0, 0.0], obs_at([0.0, 0.6, 0.495]))
+    assert np.allclose(out, [0.0, 0.0, 0.5, 0.0])
+    out = f.filter([0.3, -0.2, -1.0, 0.0], obs_at([0.0, 0.6, 0.495]))  # inward: untouched
+    assert np.allclose(out, [0.3, -0.2, -1.0, 0.0])
+    out = f.filter([-1.0, 0.0, 0.0, 0.0], obs_at([-0.6, 0.6, 0.2]))  # already outside: no further outward
+    assert np.allclose(out, [0.0, 0.0, 0.0, 0.0])
+    assert f.counts["workspace"] == 2
+
+
+def test_disabled_filter_passes_values_through() -> None:
+    f = make(enabled=False)
+    assert np.allclose(f.filter([3.0, 0, 0, 0], None), [3.0, 0, 0, 0])
+
+
+def test_watchdog_holds_then_stops() -> None:
+    f = make(hold_after_s=0.1, stop_after_s=0.3)
+    f.filter([0.1, 0, 0, 0], None, now=100.0)
+    assert f.watchdog(now=100.05) == "ok"
+    assert f.watchdog(now=100.15) == "hold"
+    assert f.watchdog(now=100.35) == "stop"
+    assert f.watchdog(now=100.36) == "stop"  # latched
+    with pytest.raises(RuntimeError, match="stopped"):
+        f.filter([0.0, 0, 0, 0], None)
+    f.reset()
+    assert f.watchdog(now=200.0) == "ok"
+
+
+def test_estop_runs_hooks_and_latches() -> None:
+    f = make()
+    calls: list[str] = []
+    f.add_estop_hook(calls.append)
+    f.estop("operator pressed e-stop")
+    assert calls == ["operator pressed e-stop"] and f.counts["estop"] == 1
+    with pytest.raises(RuntimeError):
+        f.filter([0.0, 0, 0, 0], None)
+
+
+def test_bad_config_names_the_key() -> None:
+    with pytest.raises(ValueError, match="did you mean 'max_delta'"):
+        SafetyConfig.from_dict({"max_delt": 0.1})
+    with pytest.raises(ValueError, match="hold_after_s <= stop_after_s"):
+        SafetyConfig.from_dict({"hold_after_s": 2.0, "stop_after_s": 1.0})

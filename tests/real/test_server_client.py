@@ -1,0 +1,186 @@
+"""Policy server + client on loopback: the contract over the wire, and every bad input or fault."""
+
+from __future__ import annotations
+
+import http.client
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from conftest import STATE_DIM, ServablePolicy, tiny_policy
+
+from real.client import PolicyClient, PolicyConnectionError, PolicyTimeout
+from real.protocol import PROTOCOL_VERSION, RemoteError, encode
+from real.server import PolicyBackend, PolicyServer
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Any:
+    return tiny_policy()
+
+
+@pytest.fixture(scope="module")
+def server(tiny: Any) -> Any:
+    srv = PolicyServer(PolicyBackend(tiny), port=0).start()
+    yield srv
+    srv.stop()
+
+
+def window(b: int = 1, seed: int = 0) -> dict[str, np.ndarray]:
+    return {"state": np.random.default_rng(seed).normal(size=(b, 2, STATE_DIM)).astype(np.float32)}
+
+
+def test_handshake_and_remote_sample_equals_local(server: PolicyServer, tiny: Any) -> None:
+    with PolicyClient(server.url) as client:
+        assert client.noise_shape == tuple(tiny.noise_shape) and client.n_obs_steps == 2
+        assert client.task == "push-v3" and client.shape_meta["obs"]["state"]["shape"] == [STATE_DIM]
+        noise = np.random.default_rng(1).normal(size=(2, *client.noise_shape)).astype(np.float32)
+        remote = client.sample(window(2), noise=noise)
+        local = tiny.sample(window(2), noise=noise).numpy()
+        assert remote.shape == (2, 8, 4) and np.allclose(remote, local, atol=1e-6)
+        timing = client.last_timing
+        assert timing["infer_ms"] > 0 and timing["round_trip_ms"] >= timing["server_ms"] > 0
+        # torch in -> torch out: steering code can wrap the client as a black-box decoder
+        out = client.sample({"state": torch.as_tensor(window(1)["state"])}, noise=torch.as_tensor(noise[:1]))
+        assert isinstance(out, torch.Tensor) and torch.allclose(out, torch.as_tensor(local[:1]), atol=1e-6)
+
+
+def test_act_keeps_the_queue_client_side(tiny: Any) -> None:
+    backend = PolicyBackend(ServablePolicy())
+    with PolicyServer(backend, port=0) as srv, PolicyClient(srv.url) as client:
+        obs = {"state": np.zeros((1, STATE_DIM), np.float32)}
+        actions = [client.act(obs) for _ in range(8)]
+        assert backend.policy.calls == 2  # one round trip per Ta = 4 steps
+        # the executed actions are indices To-1 .. To-1+Ta-1 of the chunk
+        assert np.allclose([a[0, 0] for a in actions[:4]], 0.1 + 0.01 * np.arange(1, 5))
+        client.reset()
+        client.act(obs)
+        assert backend.policy.calls == 3
+
+
+def test_healthz(server: PolicyServer) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    conn.request("GET", "/healthz")
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.read() == b"ok\n"
+
+
+def test_bad_requests_get_errors_and_the_connection_survives(server: PolicyServer) -> None:
+    with PolicyClient(server.url) as client:
+        with pytest.raises(RemoteError, match="bad_shape"):
+            client.sample({"state": np.zeros((1, 2, 38), np.float32)})
+        with pytest.raises(RemoteError, match="bad_shape"):
+            client.sample({"state": np.zeros((1, 3, STATE_DIM), np.float32)})
+        with pytest.raises(RemoteError, match="bad_dtype"):
+            client.sample({"state": np.zeros((1, 2, STATE_DIM), bool)})
+        with pytest.raises(RemoteError, match="noise"):
+            client.sample(window(), noise=np.zeros((1, 3, 4), np.float32))
+        with pytest.raises(RemoteError, match="unknown_type"):
+            client._roundtrip({"type": "teleport"}, expect="x")
+        # raw garbage bytes on the same socket
+        client._ws.send(b"\xc1garbage")
+        from real.protocol import decode
+
+        assert decode(client._ws.recv(timeout=5))["code"] == "bad_message"
+        assert client.sample(window()).shape == (1, 8, 4)  # still serving
+
+
+def test_oversized_message_closes_the_connection(tiny: Any) -> None:
+    with (
+        PolicyServer(PolicyBackend(tiny), port=0, max_message_bytes=4096) as srv,
+        PolicyClient(srv.url) as client,
+        pytest.raises(PolicyConnectionError, match="closed the connection"),
+    ):
+        client.sample({"state": np.zeros((64, 2, STATE_DIM), np.float32)})
+
+
+def test_other_protocol_version_is_refused(server: PolicyServer) -> None:
+    with pytest.raises(PolicyConnectionError, match=f"version {PROTOCOL_VERSION + 1}"):
+        PolicyClient(server.url, version=PROTOCOL_VERSION + 1)
+
+
+def test_token_auth(tiny: Any) -> None:
+    with pytest.raises(ValueError, match="token"):
+        PolicyServer(PolicyBackend(tiny), host="0.0.0.0", port=0)
+    with PolicyServer(PolicyBackend(tiny), port=0, token="s3cret") as srv:
+        with pytest.raises(PolicyConnectionError, match="unauthorized"):
+            PolicyClient(srv.url, token="wrong")
+        with PolicyClient(srv.url, token="s3cret") as client:
+            assert client.ping() > 0
+
+
+def test_policy_returning_nan_is_never_forwarded() -> None:
+    policy = ServablePolicy()
+    policy.nan_after = 0
+    with (
+        PolicyServer(PolicyBackend(policy), port=0) as srv,
+        PolicyClient(srv.url) as client,
+        pytest.raises(RemoteError, match="policy_nan"),
+    ):
+        client.sample(window())
+
+
+def test_stalled_policy_times_out_and_healthz_still_answers() -> None:
+    policy = ServablePolicy()
+    policy.stall_after = 0
+    with PolicyServer(PolicyBackend(policy), port=0) as srv, PolicyClient(srv.url, timeout_s=0.3) as client:
+        t0 = time.perf_counter()
+        with pytest.raises(PolicyTimeout, match=r"did not answer 'sample' within 0\.3 s"):
+            client.sample(window())
+        assert time.perf_counter() - t0 < 2.0
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=2)
+        conn.request("GET", "/healthz")
+        assert conn.getresponse().status == 200
+        policy.release.set()
+
+
+def test_server_dying_raises_connection_error(tiny: Any) -> None:
+    srv = PolicyServer(PolicyBackend(tiny), port=0).start()
+    client = PolicyClient(srv.url, timeout_s=2.0)
+    assert client.sample(window()).shape == (1, 8, 4)
+    srv.stop()
+    with pytest.raises(PolicyConnectionError):
+        client.sample(window())
+    with pytest.raises(PolicyConnectionError):
+        PolicyClient(srv.url, connect_timeout_s=1.0)
+
+
+def test_client_refuses_non_websocket_urls() -> None:
+    with pytest.raises(ValueError, match="ws://"):
+        PolicyClient("http://127.0.0.1:1")
+
+
+def test_hello_must_come_first(server: PolicyServer) -> None:
+    from websockets.sync.client import connect
+
+    from real.protocol import decode
+
+    with connect(server.url) as ws:
+        ws.send(encode({"type": "sample", "obs": window()}))
+        reply = decode(ws.recv(timeout=5))
+        assert reply["type"] == "error" and reply["code"] == "unknown_type"
+    assert PROTOCOL_VERSION == 1
+
+
+def test_steering_wraps_a_remote_policy_and_steered_policies_serve(server: PolicyServer, tiny: Any) -> None:
+    """DSRL treats the client as a black-box noise decoder; a DSRL SteeredPolicy can itself be served."""
+    from policies.steering.dsrl import DSRL, SteeredPolicy
+
+    torch.manual_seed(0)
+    with PolicyClient(server.url) as client:
+        remote_agent = DSRL(client, obs_dim=2 * STATE_DIM, exec_slice=slice(1, 5))
+        local_agent = DSRL(tiny, obs_dim=2 * STATE_DIM, exec_slice=slice(1, 5))
+        local_agent.load_state_dict(remote_agent.state_dict())
+        obs = {"state": torch.as_tensor(window(2)["state"])}
+        latent = torch.randn(2, *remote_agent.latent_shape)
+        assert torch.allclose(remote_agent.decode(obs, latent), local_agent.decode(obs, latent), atol=1e-5)
+
+    steered = SteeredPolicy(tiny, local_agent).eval()
+    backend = PolicyBackend(steered)
+    assert backend.metadata()["steered"] and backend.noise_shape == tuple(tiny.noise_shape)
+    with PolicyServer(backend, port=0) as srv, PolicyClient(srv.url) as client:
+        w = window(1)
+        want = steered._plan({"state": torch.as_tensor(w["state"])}, None).numpy()
+        assert np.allclose(client.sample(w), want, atol=1e-5)  # the actor picks the noise server-side

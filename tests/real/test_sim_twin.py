@@ -1,0 +1,135 @@
+"""The sim twin in its own process over loopback: commands, staleness, faults, and end-to-end deploys."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from conftest import ScriptedChunkPolicy, ServablePolicy
+
+from policies.data import DatasetWriter, open_dataset
+from real.client import PolicyClient
+from real.drivers.sim_twin import SimTwinRobot
+from real.protocol import decode, encode
+from real.robot import RobotError
+from real.runtime import ControlLoop, DeployError, RuntimeConfig, run_episodes
+from real.safety import SafetyConfig, SafetyFilter
+from real.server import PolicyBackend, PolicyServer
+
+
+@pytest.fixture(scope="module")
+def twin() -> Iterator[SimTwinRobot]:
+    with SimTwinRobot("push-v3", rate_hz=80.0, max_episode_steps=60) as robot:
+        yield robot
+
+
+@pytest.fixture(scope="module")
+def faulty_twin() -> Iterator[SimTwinRobot]:
+    robot = SimTwinRobot(
+        "push-v3",
+        rate_hz=80.0,
+        latency_ms=40.0,
+        jitter_ms=5.0,
+        drop_prob=0.3,
+        obs_noise_std=0.001,
+        max_episode_steps=60,
+    )
+    with robot:
+        yield robot
+
+
+def loop_for(robot: SimTwinRobot, policy: object, **kw: object) -> ControlLoop:
+    safety = SafetyFilter(SafetyConfig.from_dict(robot.safety_defaults()), 4, 1 / robot.rate_hz)
+    return ControlLoop(robot, policy, safety, RuntimeConfig(**kw))  # type: ignore[arg-type]
+
+
+def test_reset_commands_and_stale_commands(twin: SimTwinRobot) -> None:
+    ob = twin.reset(seed=5)
+    assert ob.data["state"].shape == (39,) and ob.info["episode_seed"] == 5
+    z0 = float(ob.data["state"][2])
+    stats0 = dict(twin.last_stats) if hasattr(twin, "last_stats") else {"stale": 0}
+    twin.send_action(np.array([0.0, 0.0, 1.0, 0.0]), timestamp=time.time() - 1.0)  # long past: dropped
+    time.sleep(0.1)
+    twin.ping()
+    assert twin.last_stats["stale"] == stats0["stale"] + 1
+    assert abs(float(twin.get_observation().data["state"][2]) - z0) < 2e-3  # held
+    for _ in range(10):
+        twin.send_action(np.array([0.0, 0.0, 1.0, 0.0]))
+        time.sleep(1 / 80)
+    time.sleep(0.1)
+    assert float(twin.get_observation().data["state"][2]) > z0 + 0.03  # ~1 cm per executed step
+    twin.stop()
+
+
+def test_twin_refuses_another_protocol_version(twin: SimTwinRobot) -> None:
+    from websockets.sync.client import connect
+
+    # a second driver of another version on the same twin gets a named refusal
+    port = twin._ws.remote_address[1]
+    with connect(f"ws://127.0.0.1:{port}") as ws:
+        ws.send(encode({"type": "hello", "version": 0}))
+        reply = decode(ws.recv(timeout=5))
+    assert reply["type"] == "error" and reply["code"] == "version_mismatch"
+
+
+def test_episode_on_a_lossy_delayed_twin(faulty_twin: SimTwinRobot, tmp_path) -> None:
+    assert 0.015 < faulty_twin.command_latency_s() < 0.1  # 20 ms + jitter each way, measured through pings
+    policy = ScriptedChunkPolicy(np.array([0.0, 0.5, 0.0, -1.0]))
+    loop = loop_for(faulty_twin, policy, mode="async", max_steps=120)
+    with DatasetWriter(tmp_path / "ep.hdf5", env_args={"env_name": "push-v3"}) as writer:
+        result = run_episodes(loop, 1, [3], writer=writer)
+    ep = result["per_episode"][0]
+    assert result["error"] is None and ep["status"] in ("truncated", "success"), result
+    assert ep["lead_ticks"] >= 2 and ep["stale_dropped"] > 0
+    faulty_twin.ping()
+    assert faulty_twin.last_stats["dropped_obs"] > 0 and faulty_twin.last_stats["dropped_cmd"] > 0
+    with open_dataset(tmp_path / "ep.hdf5") as demos:
+        rec = demos.episode(0)
+        assert len(rec["actions"]) >= 20 and np.isfinite(rec["actions"]).all()
+        assert np.abs(rec["actions"]).max() <= 1.0
+    loop.close()
+
+
+def test_server_dying_mid_episode_stops_the_arm_and_keeps_data(twin: SimTwinRobot, tmp_path) -> None:
+    srv = PolicyServer(PolicyBackend(ServablePolicy(np.array([0.0, 0.3, 0.0, 0.0]))), port=0).start()
+    client = PolicyClient(srv.url, timeout_s=1.0)
+    loop = loop_for(twin, client, mode="async", max_steps=400)
+    served = srv.backend.policy
+
+    def kill_after_three_chunks() -> None:
+        deadline = time.time() + 30.0
+        while served.calls < 3 and time.time() < deadline:
+            time.sleep(0.005)
+        srv.stop()
+
+    killer = threading.Thread(target=kill_after_three_chunks)
+    killer.start()
+    with DatasetWriter(tmp_path / "ep.hdf5", env_args={"env_name": "push-v3"}) as writer:
+        result = run_episodes(loop, 2, [0, 1], writer=writer)
+    killer.join()
+    assert result["episodes"] == 1 and "PolicyConnectionError" in result["error"]
+    assert "the arm was stopped" in result["error"]
+    with open_dataset(tmp_path / "ep.hdf5") as demos:
+        assert demos.num_episodes == 1 and demos.episode(0)["attrs"]["status"] == "error"
+        assert len(demos.episode(0)["actions"]) >= 3
+    # the twin stopped stepping: its observation stream went quiet
+    seq = twin.get_observation().seq
+    time.sleep(0.1)
+    assert twin.get_observation().seq == seq
+    loop.close()
+    client.close()
+
+
+def test_twin_process_dying_is_a_robot_fault() -> None:
+    robot = SimTwinRobot("push-v3", rate_hz=80.0, max_episode_steps=200)
+    with robot:
+        loop = loop_for(robot, ScriptedChunkPolicy(np.zeros(4)), mode="sync", max_steps=400)
+        threading.Timer(0.3, robot.process.kill).start()
+        with pytest.raises(DeployError, match=r"robot link lost|no fresh observation"):
+            loop.run_episode(seed=0)
+        loop.close()
+    with pytest.raises(RobotError, match="not connected"):
+        robot.reset()
