@@ -81,13 +81,21 @@ def collect_episode(env: Any, expert: Any, seed: int, cfg: DictConfig) -> dict[s
         "rewards": np.asarray(steps["rewards"], dtype=np.float32),  # (T,)
         "dones": np.asarray(steps["dones"], dtype=np.uint8),  # (T,) 1 only on true termination (success)
         "states": np.stack(steps["states"]),  # (T, S)
-        "attrs": {"seed": seed, "success": success, "truncated": truncated},
+        # dr_*: this episode's drawn randomization parameters (absent without randomization).
+        "attrs": {"seed": seed, "success": success, "truncated": truncated, **_drawn_params(info)},
     }
+
+
+def _drawn_params(info: dict[str, Any]) -> dict[str, float]:
+    """Env 0's ``dr_*`` randomization parameters of the episode the last step belonged to."""
+    return {k: float(v[0]) for k, v in info.items() if k.startswith("dr_")}
 
 
 def env_args(cfg: DictConfig, max_episode_steps: int) -> dict[str, Any]:
     """robomimic-style env metadata: enough to rebuild the env and regenerate the data."""
-    return {
+    from sim.randomization import as_config
+
+    args = {
         "env_name": cfg.task,
         "type": 2,  # robomimic's EnvType.GYM_TYPE: the closest of its categories
         "env_kwargs": {
@@ -106,6 +114,10 @@ def env_args(cfg: DictConfig, max_episode_steps: int) -> dict[str, Any]:
             "random_segment_len": int(cfg.random_segment_len),
         },
     }
+    randomization = as_config(cfg.get("randomization"))
+    if randomization.enabled:  # nominal data keeps the exact env_args it always had
+        args["env_kwargs"]["randomization"] = randomization.to_dict()
+    return args
 
 
 def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
@@ -128,6 +140,7 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         cameras=tuple(cfg.cameras),
         max_episode_steps=cfg.max_episode_steps,
         terminate_on_success=True,
+        randomization=cfg.get("randomization"),
     )
     expert = sim.ScriptedExpert(cfg.task)
     bar = tqdm(total=int(cfg.episodes), desc=f"collect {cfg.task}", unit="ep", disable=not cfg.progress)

@@ -16,6 +16,7 @@ from sim.errors import InvalidChoiceError, TaskNotFoundError
 from sim.evaluate import evaluate, wilson_interval
 from sim.experts import ScriptedExpert
 from sim.metaworld_env import MetaWorldEnv, episode_seed
+from sim.randomization import RandomizationConfig
 from sim.render import CameraRenderer
 from sim.tasks import TaskSpec, get_task, list_tasks
 from sim.video import write_video
@@ -26,6 +27,7 @@ __all__ = [
     "CameraRenderer",
     "InvalidChoiceError",
     "MetaWorldEnv",
+    "RandomizationConfig",
     "ScriptedExpert",
     "TaskNotFoundError",
     "TaskSpec",

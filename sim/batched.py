@@ -12,6 +12,7 @@ Info layout after ``step`` (all arrays have a leading (B,) axis):
 - ``final_obs``: dict of (B, ...) arrays, the true next observation of this step for every env: the
   finished episode's last observation where ``_final_obs`` (B,) is True, the returned obs elsewhere
   (so RL code can bootstrap from it without masking);
+- ``dr_*`` (only with randomization): the finished-or-running episode's drawn parameters (sim.randomization);
 - ``final_info`` / ``_final_info``: gymnasium's own layout, present when some env finished.
 """
 
@@ -29,6 +30,7 @@ from sim.chunking import ActionChunkWrapper
 from sim.errors import check_choice
 from sim.history import ObsHistoryWrapper
 from sim.metaworld_env import MetaWorldEnv, check_seed, episode_seed
+from sim.randomization import RandomizationConfig, as_config
 
 VECTORIZATIONS = ("sync", "async")
 
@@ -62,6 +64,7 @@ class BatchedEnv:
         reward: str = "dense",
         vectorization: str = "sync",
         obs_history: int | None = None,
+        randomization: RandomizationConfig | dict[str, Any] | None = None,
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
             raise ValueError(f"num_envs={num_envs!r} is not valid: expected an int >= 1")
@@ -73,6 +76,7 @@ class BatchedEnv:
         self.vectorization = vectorization
         self.action_chunk = None if action_chunk is None else int(action_chunk)
         self.obs_history = None if obs_history is None else int(obs_history)
+        self.randomization = as_config(randomization)
         common = dict(
             task=task,
             obs=obs,
@@ -82,6 +86,7 @@ class BatchedEnv:
             terminate_on_success=terminate_on_success,
             reward=reward,
             seed=self.seed,
+            randomization=self.randomization,
         )
         # Build env 0 here first: it validates every argument with a clear error before any worker starts.
         probe = _make_single_env({**common, "env_index": 0}, self.action_chunk, self.obs_history)
@@ -266,13 +271,16 @@ def make_env(
     vectorization: str = "sync",
     reward: str = "dense",
     obs_history: int | None = None,
+    randomization: RandomizationConfig | dict[str, Any] | None = None,
 ) -> BatchedEnv:
     """Build the batched env of a Meta-World v3 task (the one entry point scripts and tests use).
 
     ``obs``: "state" | "image" | "state+image"; ``cameras`` name Meta-World cameras (image obs only);
     ``max_episode_steps``: None takes the task's default (sim.tasks), at most 500; ``reward``: "dense"
     (Meta-World's shaped reward) or "sparse" (-1 per step, 0 on a success step); ``obs_history=To``: every
-    observation is the window of the last To observations, (B, To, ...) (steering code over chunked envs).
+    observation is the window of the last To observations, (B, To, ...) (steering code over chunked envs);
+    ``randomization``: a ``sim.RandomizationConfig`` or dict (configs/randomization/*.yaml) of per-episode
+    domain randomization, noise and actuation latency; None (or all-nominal) changes nothing.
     """
     return BatchedEnv(
         task,
@@ -287,4 +295,5 @@ def make_env(
         reward=reward,
         vectorization=vectorization,
         obs_history=obs_history,
+        randomization=randomization,
     )

@@ -78,6 +78,8 @@ def evaluate(
     (env steps), ``episodes``, ``env_steps`` (all env steps taken, surplus episodes included),
     ``wall_time_s``, ``env_steps_per_s``, ``episode_seeds`` and ``successes`` (per episode, in episode
     order), ``returns``, ``lengths``, ``policy_reset`` ("per_env" or "all") and ``videos`` (paths).
+    With a randomized env also ``randomization`` ({"config", "params": per-parameter summary}) and
+    ``episode_params`` (each episode's drawn ``dr_*`` parameters, in episode order).
     A policy whose ``reset`` takes env ids is reset per finished env; one whose ``reset()`` takes none is
     reset for all envs whenever any episode ends (exact with num_envs=1; the surplus reset is noted).
     With ``video_path``, the first ``video_episodes`` episodes of env 0 are written there as mp4
@@ -112,6 +114,7 @@ def evaluate(
 
     done_count = np.zeros(num_envs, dtype=np.int64)  # finished episodes per env
     results: dict[int, tuple[bool, float, int, int]] = {}  # episode index -> (success, return, length, seed)
+    params: dict[int, dict[str, float]] = {}  # episode index -> drawn randomization parameters (dr_*)
     ep_success = np.zeros(num_envs, dtype=bool)  # success so far in each env's current episode
     env_steps = 0
     start = time.perf_counter()
@@ -133,6 +136,7 @@ def evaluate(
                         int(info["episode_length"][i]),
                         int(info["final_info"]["episode_seed"][i]),
                     )
+                    params[index] = {k: float(v[i]) for k, v in info.items() if k.startswith("dr_")}
                     bar.update(1)
                     bar.set_postfix(success=f"{np.mean([r[0] for r in results.values()]):.0%}")
                 ep_success[i] = False
@@ -156,6 +160,14 @@ def evaluate(
     successes = [r[0] for r in ordered]
     n_success = int(sum(successes))
     lo, hi = wilson_interval(n_success, episodes)
+    extra: dict[str, Any] = {}
+    randomization = getattr(env, "randomization", None)
+    if randomization is not None and randomization.enabled:
+        extra["randomization"] = {
+            "config": randomization.to_dict(),
+            "params": summarize_params([params[k] for k in range(episodes)]),
+        }
+        extra["episode_params"] = [params[k] for k in range(episodes)]
     return {
         "task": env.task,
         "success_rate": n_success / episodes,
@@ -174,4 +186,20 @@ def evaluate(
         "seed": seed,
         "policy_reset": "per_env" if per_env_reset or num_envs == 1 else "all",
         "videos": videos,
+        **extra,
     }
+
+
+def summarize_params(per_episode: list[dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Mean / std / min / max of each drawn randomization parameter over episodes (metrics.json)."""
+    keys = sorted({k for p in per_episode for k in p})
+    out = {}
+    for key in keys:
+        values = np.array([p[key] for p in per_episode if key in p], dtype=np.float64)
+        out[key] = {
+            "mean": float(values.mean()),
+            "std": float(values.std()),
+            "min": float(values.min()),
+            "max": float(values.max()),
+        }
+    return out

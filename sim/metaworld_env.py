@@ -15,6 +15,7 @@ import mujoco
 import numpy as np
 
 from sim.errors import check_choice
+from sim.randomization import RandomizationConfig, Randomizer, as_config
 from sim.render import CameraRenderer, camera_names
 from sim.tasks import METAWORLD_MAX_STEPS, get_task, make_metaworld_env
 
@@ -45,6 +46,9 @@ class MetaWorldEnv(gym.Env):
 
     Actions are clipped to ``[-1, 1]^4``. ``terminated`` is True at the first success step when
     ``terminate_on_success``; ``truncated`` is True after ``max_episode_steps`` steps.
+
+    ``randomization`` (sim.randomization): per-episode domain randomization, noise and actuation latency,
+    drawn from the episode seed; the drawn parameters are ``dr_*`` keys of the reset and step infos.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 80}
@@ -60,6 +64,7 @@ class MetaWorldEnv(gym.Env):
         reward: str = "dense",
         seed: int = 0,
         env_index: int = 0,
+        randomization: RandomizationConfig | dict[str, Any] | None = None,
     ) -> None:
         spec = get_task(task)
         self.task = spec.name
@@ -87,6 +92,11 @@ class MetaWorldEnv(gym.Env):
         if self.obs_mode != "state" and not self.cameras:
             raise ValueError(f"obs={obs!r} needs at least one camera: expected e.g. cameras=('corner2',)")
         self.image_size = int(image_size)
+        self.randomization = as_config(randomization)
+        # None when nominal: the env then runs exactly the code path it had before randomization existed.
+        self._randomizer = (
+            Randomizer(self.randomization, self._mw, self.dt) if self.randomization.enabled else None
+        )
 
         spaces: dict[str, gym.Space] = {}
         if self.obs_mode in ("state", "state+image"):
@@ -131,17 +141,20 @@ class MetaWorldEnv(gym.Env):
         else:
             ep_seed = int(self._seed_rng.integers(0, 2**32, dtype=np.uint64))
         self.current_episode_seed = ep_seed
+        params = self._randomizer.reset(ep_seed) if self._randomizer is not None else {}
         self._mw.seed(ep_seed)
         state, _ = self._mw.reset()
         self._steps = 0
         self._return = 0.0
         self._record("reset")
-        return self._obs(state), {"episode_seed": ep_seed}
+        return self._obs(state), {"episode_seed": ep_seed, **params}
 
     # ----------------------------------------------------------------- step
     def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Advance one control step (``frame_skip`` physics steps) with a (4,) action."""
         action = np.clip(np.asarray(action, dtype=np.float64).reshape(4), -1.0, 1.0)  # (A,)
+        if self._randomizer is not None:
+            action = self._randomizer.action(action)  # the delayed, noised command applied now
         state, mw_reward, _, _, mw_info = self._mw.step(action)
         self._steps += 1
         success = bool(mw_info["success"])
@@ -156,6 +169,8 @@ class MetaWorldEnv(gym.Env):
             episode_length=self._steps,
             episode_return=self._return,
         )
+        if self._randomizer is not None:
+            info.update(self._randomizer.params)
         self._record("done" if terminated or truncated else "step")
         return self._obs(state), reward, terminated, truncated, info
 
@@ -163,6 +178,8 @@ class MetaWorldEnv(gym.Env):
         obs: dict[str, np.ndarray] = {}
         if self.obs_mode in ("state", "state+image"):
             obs["state"] = state.astype(np.float32)  # (39,)
+            if self._randomizer is not None:
+                obs["state"] = self._randomizer.observe(obs["state"])
         for cam in self.cameras:
             obs[f"image/{cam}"] = self._renderers[self.image_size].render(self.data, cam)  # (H, W, 3)
         return obs
