@@ -1,4 +1,4 @@
-"""robosteer-steer: steer a frozen base policy with DSRL on a task of the suite.
+"""robosteer-steer: steer a base policy with DSRL (``algo=dsrl``) or EXPO / RLPD (``algo=expo``) on a task.
 
 Writes the run directory: config.yaml, TensorBoard curves (tb/), checkpoints/latest (actor, critics,
 optimizers, replay buffer, RNG), plots/learning_curve.png and metrics.json with the before/after success.
@@ -15,7 +15,18 @@ from omegaconf import DictConfig, OmegaConf
 
 from scripts.common import CONFIG_DIR, atomic_write_text, format_table, start_run, write_metrics
 
-ALGOS = ("dsrl",)
+ALGOS = ("dsrl", "expo")
+
+
+def _algo(cfg: DictConfig) -> str:
+    """The chosen ``algo`` config group (Hydra's choice; the group's own key when composed elsewhere)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    algo = HydraConfig.get().runtime.choices.get("algo") if HydraConfig.initialized() else None
+    algo = algo or ("expo" if "expo" in cfg else "dsrl")
+    if algo not in ALGOS:
+        raise ValueError(f"algo={algo!r} is not known: expected one of {ALGOS}")
+    return algo
 
 
 def plot_learning_curve(history: list[dict[str, float]], path: Path, title: str) -> None:
@@ -39,16 +50,23 @@ def plot_learning_curve(history: list[dict[str, float]], path: Path, title: str)
 
 
 def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """Build base, env, agent and evaluation from the config and run DSRL."""
+    """Build base, env, agent and evaluation from the config and run DSRL or EXPO."""
     import torch
 
     import sim
     from policies import load_policy
     from policies.checkpoint import find_checkpoint, read_checkpoint_config, state_dict_hash
-    from policies.steering.dsrl import DSRL, DSRLConfig, DSRLRunConfig, run_dsrl
+    from policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
+    from policies.steering.expo import EXPO, EXPOConfig, bc_windows, run_expo
+    from policies.steering.loop import OnlineRunConfig
     from policies.steering.scratch import SCRATCH, make_scratch_base
 
     torch.set_num_threads(int(cfg.threads))
+    algo = _algo(cfg)
+    if algo == "expo" and cfg.base == SCRATCH:
+        raise ValueError(
+            "algo=expo needs base=<run directory of robosteer-train> (a diffusion or flow policy)"
+        )
     if not cfg.base:
         raise ValueError("steering needs base=<run directory of robosteer-train>, e.g. base=runs/dp")
     if cfg.base == SCRATCH:
@@ -66,7 +84,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         base = load_policy(cfg.base, which=cfg.which)
         if getattr(base, "name", "") == "streaming":
             raise ValueError(
-                "DSRL needs a stateless noise->chunk map: use a diffusion or flow base, not streaming"
+                f"{algo.upper()} needs a stateless noise->chunk map: use a diffusion or flow base, not streaming"
             )
         ckpt_dir, _ = find_checkpoint(cfg.base, cfg.which)
         task = cfg.task or read_checkpoint_config(ckpt_dir).get("task")
@@ -76,19 +94,36 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     if len(keys) != len(base.shape_meta["obs"]):
         raise ValueError("DSRL here steers state-based policies: the base uses image observations")
     to, ta = base.config.n_obs_steps, base.config.n_action_steps
+    exec_steps = 1 if algo == "expo" and cfg.expo.action == "single" else ta  # env steps per MDP action
     env = sim.make_env(
         task,
         num_envs=int(cfg.num_envs),
         seed=int(cfg.seed),
         obs="state",
-        action_chunk=ta,
+        action_chunk=exec_steps,
         obs_history=to,
         max_episode_steps=cfg.max_episode_steps,
         vectorization=cfg.vectorization,
+        randomization=cfg.get("randomization"),
     )
     obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
     offline = None
-    if cfg.offline:
+    if algo == "expo":
+        from policies.rl import chunk_transitions
+
+        expo_values = OmegaConf.to_container(cfg.expo)
+        if expo_values["edit_scale"] is None:  # β per task (the reference sets it per script)
+            scales = OmegaConf.to_container(cfg.edit_scales)
+            expo_values["edit_scale"] = float(scales.get(task, scales["default"]))
+        expo_cfg = EXPOConfig(**expo_values)
+        bc = None
+        if cfg.offline:  # demos: the critic's offline half and the base's imitation windows
+            offline = chunk_transitions(str(cfg.offline), keys, to, exec_steps, reward=str(cfg.run.reward))
+            offline["taken"] = offline.pop("action")
+            bc = bc_windows(str(cfg.offline), keys, to, base.config.horizon, ta)
+        agent = EXPO(base, obs_dim, expo_cfg, obs_keys=keys, bc_offline=bc)
+        run_loop = run_expo
+    elif cfg.offline:
         if cfg.variant != "na":
             raise ValueError(
                 f"offline={cfg.offline} needs variant=na: DSRL-SAC's critic is over latents, not actions"
@@ -97,14 +132,16 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
         offline = chunk_transitions(str(cfg.offline), keys, to, ta, reward=str(cfg.run.reward))
         offline["taken"] = offline.pop("action")
-    agent = DSRL(
-        base,
-        obs_dim,
-        slice(to - 1, to - 1 + ta),
-        DSRLConfig(variant=cfg.variant, **OmegaConf.to_container(cfg.dsrl)),
-        obs_keys=keys,
-    )
-    run_cfg = DSRLRunConfig(
+    if algo == "dsrl":
+        agent = DSRL(
+            base,
+            obs_dim,
+            slice(to - 1, to - 1 + ta),
+            DSRLConfig(variant=cfg.variant, **OmegaConf.to_container(cfg.dsrl)),
+            obs_keys=keys,
+        )
+        run_loop = run_dsrl
+    run_cfg = OnlineRunConfig(
         env_steps=int(cfg.env_steps), seed=int(cfg.seed), **OmegaConf.to_container(cfg.run)
     )
 
@@ -117,6 +154,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 seed=int(cfg.eval_seed),
                 obs="state",
                 max_episode_steps=cfg.max_episode_steps,
+                randomization=cfg.get("randomization"),
             ) as eval_env,
         ):
             return sim.evaluate(
@@ -131,7 +169,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     elif (run_dir / "base_eval.json").exists():
         base_metrics = json.loads((run_dir / "base_eval.json").read_text())
     with env:
-        metrics = run_dsrl(
+        metrics = run_loop(
             agent,
             env,
             run_cfg,
@@ -153,13 +191,15 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         raise RuntimeError(
             "the base policy's weights changed during steering: this is a bug, please report it"
         )
+    metrics["algo"] = algo
     metrics["task"] = task
     metrics["base_hash"] = base_hash
     metrics["base_success_rate"] = base_metrics["success_rate"] if base_metrics else None
     metrics["offline_transitions"] = 0 if offline is None else len(offline["reward"])
     if metrics["history"]:
+        title = f"DSRL-{cfg.variant}" if algo == "dsrl" else agent.label.upper()
         plot_learning_curve(
-            metrics["history"], run_dir / "plots" / "learning_curve.png", f"DSRL-{cfg.variant} on {task}"
+            metrics["history"], run_dir / "plots" / "learning_curve.png", f"{title} on {task}"
         )
     return metrics
 
@@ -177,7 +217,9 @@ def _main(cfg: DictConfig) -> None:
                     "variant": metrics["variant"],
                     "env steps": metrics["env_steps"],
                     "base success": metrics["base_success_rate"],
-                    "latent-0 success": metrics["initial_success_rate"],
+                    "step-0 success" if metrics["algo"] == "expo" else "latent-0 success": metrics[
+                        "initial_success_rate"
+                    ],
                     "steered success": metrics["success_rate"],
                     "wall s": metrics["wall_time_s"],
                 }

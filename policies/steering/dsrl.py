@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from policies.rl import CriticEnsemble, TanhGaussianActor, Temperature, polyak_update
+from policies.steering.loop import OnlineRunConfig, ReplannedPolicy, Sampler, load_run, run_online
 
 VARIANTS = ("na", "sac")
 LATENTS = ("full", "shared")
@@ -238,6 +239,61 @@ class DSRL(nn.Module):
             opts["noise_critic"] = self.noise_critic_opt
         return opts
 
+    # ------------------------------------------------------- the shared loop's learner protocol
+    kind = "dsrl"
+
+    @property
+    def label(self) -> str:
+        return f"dsrl-{self.config.variant}"
+
+    @property
+    def taken_dim(self) -> int:
+        """NA stores executed chunks (its critic is over actions), SAC the latents."""
+        return self.exec_dim if self.config.variant == "na" else self.latent_dim
+
+    def warmup_action(
+        self, obs: dict[str, torch.Tensor], generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        latent = self.random_latent(obs[self.obs_keys[0]].shape[0], generator)
+        chunk = self.decode(obs, latent)
+        return self._taken(latent, chunk), chunk
+
+    def explore(
+        self, obs: dict[str, torch.Tensor], generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        latent, chunk = self.act(obs, generator=generator)
+        return self._taken(latent, chunk), chunk
+
+    def _taken(self, latent: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        return chunk.flatten(1) if self.config.variant == "na" else latent
+
+    def learn(
+        self, n_updates: int, n_transitions: int, sample: Sampler, generator: torch.Generator
+    ) -> dict[str, float]:
+        """``n_updates`` critic + actor steps, then (NA) the Q^W distillation steps of this env step."""
+        stats: dict[str, float] = {}
+        key = "action" if self.config.variant == "na" else "latent"
+        for _ in range(n_updates):
+            batch = sample(self.config.batch_size)
+            batch[key] = batch.pop("taken")
+            stats.update(self.update(batch, generator=generator))
+        if self.config.variant == "na":
+            for _ in range(self.config.noise_critic_steps):
+                stats.update(self.update_noise_critic(sample(self.config.batch_size)["obs"], generator))
+        return stats
+
+    def observe(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, steps: Any, done: Any) -> None:
+        """DSRL keeps nothing beyond the shared replay."""
+
+    def eval_policy(self) -> SteeredPolicy:
+        return SteeredPolicy(self.base, self)
+
+    def extra_state(self) -> dict[str, Any]:
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Nothing beyond the module and optimizer state."""
+
     def get_config(self) -> dict[str, Any]:
         return {
             "dsrl": asdict(self.config),
@@ -249,45 +305,17 @@ class DSRL(nn.Module):
 
 
 # ================================================================================================ running
-@dataclass
-class DSRLRunConfig:
-    """The online loop's knobs (per-chunk MDP; all counts in env steps unless named otherwise)."""
-
-    env_steps: int = 100_000  # budget of executed env steps (chunks × steps executed)
-    warmup_chunks: int = 200  # chunk transitions collected with w ~ N(0, I) before learning starts
-    utd: float = 1.0  # critic/actor gradient steps per collected chunk transition
-    reward: str = "sparse"  # sparse: −1 per chunk, 0 on the chunk that succeeds | dense: summed env reward
-    buffer_size: int = 500_000  # chunk transitions
-    offline_ratio: float = 0.0  # NA only: share of every batch drawn from the offline demonstrations
-    eval_every: int = 10_000
-    eval_episodes: int = 50
-    checkpoint_every: int = 10_000
-    log_every: int = 1_000
-    seed: int = 0
-    max_minutes: float | None = None
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        if self.reward not in ("sparse", "dense"):
-            raise ValueError(f"reward={self.reward!r} is not known: expected 'sparse' or 'dense'")
+class DSRLRunConfig(OnlineRunConfig):
+    """The shared online loop's knobs (``policies.steering.loop``), with DSRL's defaults."""
 
 
-class SteeredPolicy:
-    """The base policy's own ``act``/``reset`` machinery, with every chunk planned from the actor's latent.
-
-    Lets the evaluation harness (and later the policy server) run base + steering actor exactly like any
-    policy: per-step ``act(obs)``, To-step history, Ta-step action queue, per-row resets.
-    """
+class SteeredPolicy(ReplannedPolicy):
+    """The base policy's ``act``/``reset`` machinery, with every chunk planned from the actor's latent."""
 
     def __init__(self, base: Any, agent: DSRL, deterministic: bool = True) -> None:
-        import copy
-
+        super().__init__(base)
         self.agent = agent
         self.deterministic = deterministic
-        self.policy = copy.deepcopy(base)
-        self.policy._plan = self._plan  # instance attribute: overrides the class's planner for this copy
-        self.shape_meta = self.policy.shape_meta
-        self.task = getattr(base, "task", None)
 
     def eval(self) -> SteeredPolicy:
         """Both parts always act in inference mode (the base is frozen, the actor is sampled as configured)."""
@@ -299,13 +327,6 @@ class SteeredPolicy:
         latent, _ = self.agent.actor(self.agent.features(obs), deterministic=self.deterministic)
         return self.policy.sample(obs, noise=self.agent.to_noise(latent))
 
-    def reset(self, env_ids: Any = None) -> None:
-        self.policy.reset(env_ids)
-
-    def act(self, obs: dict[str, Any]) -> Any:
-        with torch.no_grad():
-            return self.policy.act(obs)
-
 
 def load_steered_policy(path: str, deterministic: bool = True, which: str = "latest") -> SteeredPolicy:
     """Rebuild base + steering actor from a DSRL run directory (or one of its checkpoints).
@@ -316,40 +337,8 @@ def load_steered_policy(path: str, deterministic: bool = True, which: str = "lat
     The base is reloaded from the path recorded at training time and checked against the recorded hash of
     its weights, so a retrained or edited base is refused instead of silently steered with a stale actor.
     """
-    from pathlib import Path
-
-    from policies.checkpoint import CheckpointError, load_checkpoint, load_policy, state_dict_hash
-
-    p = Path(path)
-    if which not in ("best", "latest"):
-        raise CheckpointError(f"which={which!r} is not valid for a steering run: expected 'best' or 'latest'")
-    ckpt_dir = p
-    if (p / "checkpoints").is_dir():
-        ckpt_dir = p / "checkpoints" / (which if (p / "checkpoints" / which).exists() else "latest")
-    ck = load_checkpoint(ckpt_dir, names=["agent"])
+    ck, base = load_run(path, which, "dsrl", ("obs_dim", "exec_slice", "obs_keys", "dsrl"))
     cfg = ck.config
-    where = ck.path / "config.json"
-    if cfg.get("kind") != "dsrl":
-        raise CheckpointError(f"{where}: key 'kind' is {cfg.get('kind')!r}, expected 'dsrl'")
-    for key in ("base", "base_which", "obs_dim", "exec_slice", "obs_keys", "dsrl"):
-        if key not in cfg:
-            raise CheckpointError(f"{where}: key {key!r} is missing (written by an older robosteer?)")
-    from policies.steering.scratch import SCRATCH, make_scratch_base
-
-    if cfg["base"] == SCRATCH:  # plain SAC from scratch: the identity noise -> chunk map
-        base = make_scratch_base(*cfg["scratch_shape"])
-    elif not Path(cfg["base"]).exists():
-        raise CheckpointError(
-            f"{where}: key 'base' points to {cfg['base']}, which no longer exists: "
-            "DSRL steers that exact base policy, restore it there"
-        )
-    else:
-        base = load_policy(cfg["base"], which=cfg["base_which"])
-    if "base_hash" in cfg and state_dict_hash(base) != cfg["base_hash"]:
-        raise CheckpointError(
-            f"{where}: the base at {cfg['base']} (which={cfg['base_which']}) is not the one this actor was "
-            "trained on (weight hash differs)"
-        )
     agent = DSRL(
         base,
         int(cfg["obs_dim"]),
@@ -363,245 +352,25 @@ def load_steered_policy(path: str, deterministic: bool = True, which: str = "lat
     return policy
 
 
-def _final_obs(
-    info: dict[str, Any], next_obs: dict[str, Any], done: Any, keys: tuple[str, ...]
-) -> dict[str, Any]:
-    """Next observations with the finished envs' rows replaced by their episodes' last observations."""
-    import numpy as np
-
-    out = {k: np.array(next_obs[k], copy=True) for k in keys}
-    final = info.get("final_obs")
-    for i in np.flatnonzero(done):
-        row = final[i] if not isinstance(final, dict) else {k: final[k][i] for k in keys}
-        for k in keys:
-            out[k][i] = row[k]
-    return out
-
-
 def run_dsrl(
     agent: DSRL,
     env: Any,
-    cfg: DSRLRunConfig,
+    cfg: OnlineRunConfig,
     out_dir: str,
     eval_fn: Any = None,
     offline: dict[str, torch.Tensor] | None = None,
     resume: bool = False,
     checkpoint_config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Collect chunk transitions from ``env`` and train ``agent``; returns the final metrics.
+    """Train ``agent`` with the shared chunk-MDP loop (:func:`policies.steering.loop.run_online`).
 
-    ``env``: the batched env protocol with ``action_chunk=Ta`` and observation histories (B, To, ...).
-    Bootstrapping is cut only on true termination (success); a time-out keeps bootstrapping from its
-    last observation. ``eval_fn(policy) -> {"success_rate", ...}`` evaluates a :class:`SteeredPolicy`.
-    ``offline``: demonstration chunk transitions (NA only) mixed into every batch at ``offline_ratio``.
+    ``offline``: demonstration chunk transitions (NA only; field ``taken`` = executed chunks) mixed into
+    every batch at ``offline_ratio``. Returns the loop's metrics plus ``variant``.
     """
-    import time
-    from pathlib import Path
-
-    import numpy as np
-    from torch.utils.tensorboard import SummaryWriter
-    from tqdm import tqdm
-
-    from policies.checkpoint import load_checkpoint, save_checkpoint
-    from policies.rl import ReplayBuffer, sample_mixed
-    from policies.train.trainer import get_rng_state, set_rng_state
-
-    out = Path(out_dir)
-    keys = agent.obs_keys
-    na = agent.config.variant == "na"
-    obs_space = env.single_observation_space
-    spec: dict[str, tuple[tuple[int, ...], torch.dtype]] = {}
-    for k in keys:
-        spec[f"obs/{k}"] = (tuple(obs_space[k].shape), torch.float32)
-        spec[f"next_obs/{k}"] = (tuple(obs_space[k].shape), torch.float32)
-    spec["taken"] = ((agent.exec_dim,) if na else (agent.latent_dim,), torch.float32)
-    spec["reward"] = ((), torch.float32)
-    spec["done"] = ((), torch.float32)
-    buffer = ReplayBuffer(cfg.buffer_size, spec)
-    offline_buf = None
-    if offline is not None:
-        if not na:
-            raise ValueError(
-                "offline demonstrations need variant=na: DSRL-SAC's critic is over latents, not actions"
-            )
-        offline_buf = ReplayBuffer(len(offline["reward"]), spec)
-        offline_buf.add(**offline)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    counters = {"env_steps": 0, "transitions": 0, "updates": 0, "episodes": 0, "pending_updates": 0.0}
-    history: list[dict[str, float]] = []
-    best: dict[str, float] = {"success_rate": -1.0, "env_steps": 0}
-    ckpt_dir = out / "checkpoints" / "latest"
-    if resume and ckpt_dir.exists():
-        ck = load_checkpoint(ckpt_dir)
-        agent.load_state_dict(ck.modules["agent"])
-        for name, opt in agent.optimizers().items():
-            opt.load_state_dict(ck.modules[f"opt_{name}"])
-        buffer.load_state_dict(ck.modules["buffer"])
-        counters.update(ck.extra["counters"])
-        history = list(ck.extra["history"])
-        best.update(ck.extra.get("best", {}))
-        set_rng_state(ck.extra["rng"])
-        gen.set_state(ck.extra["generator"])
-
-    def save() -> None:
-        modules: dict[str, Any] = {"agent": agent.state_dict(), "buffer": buffer.state_dict()}
-        modules.update({f"opt_{n}": o.state_dict() for n, o in agent.optimizers().items()})
-        save_checkpoint(
-            ckpt_dir,
-            modules,
-            {"kind": "dsrl", **agent.get_config(), **(checkpoint_config or {})},
-            extra={
-                "counters": dict(counters),
-                "history": history,
-                "best": dict(best),
-                "rng": get_rng_state(),
-                "generator": gen.get_state(),
-            },
+    if offline is not None and agent.config.variant != "na":
+        raise ValueError(
+            "offline demonstrations need variant=na: DSRL-SAC's critic is over latents, not actions"
         )
-
-    def evaluate() -> None:
-        if eval_fn is None:
-            return
-        m = dict(eval_fn(SteeredPolicy(agent.base, agent)))
-        m["env_steps"] = counters["env_steps"]
-        history.append({"env_steps": float(counters["env_steps"]), "success_rate": float(m["success_rate"])})
-        tb.add_scalar("eval/success_rate", m["success_rate"], counters["env_steps"])
-        if (
-            m["success_rate"] > best["success_rate"]
-        ):  # the actor that scored best (robosteer-eval's which=best)
-            best.update(success_rate=float(m["success_rate"]), env_steps=counters["env_steps"])
-            save_checkpoint(
-                out / "checkpoints" / "best",
-                {"agent": agent.state_dict()},
-                {"kind": "dsrl", **agent.get_config(), **(checkpoint_config or {}), "score": dict(best)},
-            )
-
-    tb = SummaryWriter(str(out / "tb"))
-    start = time.perf_counter()
-    # Resumed runs restart their episodes from a fresh seed: env simulator state is not checkpointed.
-    obs = env.reset(seed=cfg.seed + 7919 * counters["transitions"])
-    num_envs = env.num_envs
-    ep_return, ep_len = np.zeros(num_envs), np.zeros(num_envs, dtype=int)
-    recent: list[tuple[bool, float]] = []
-    next_eval = (counters["env_steps"] // cfg.eval_every + 1) * cfg.eval_every if cfg.eval_every else None
-    next_ckpt = (counters["env_steps"] // cfg.checkpoint_every + 1) * cfg.checkpoint_every
-    next_log = counters["env_steps"] + cfg.log_every
-    info_acc: dict[str, float] = {}
-    bar = tqdm(
-        total=cfg.env_steps,
-        initial=counters["env_steps"],
-        unit="step",
-        desc=f"dsrl-{agent.config.variant}",
-        disable=not cfg.progress,
-    )
-    if not history and eval_fn is not None:
-        evaluate()  # the base policy's own success (latent 0 from the zero-initialised actor)
-    while counters["env_steps"] < cfg.env_steps:
-        if cfg.max_minutes is not None and time.perf_counter() - start > 60 * cfg.max_minutes:
-            break
-        obs_t = {k: torch.as_tensor(obs[k], dtype=torch.float32) for k in keys}
-        if counters["transitions"] < cfg.warmup_chunks:
-            latent = agent.random_latent(num_envs, gen)
-            chunk = agent.decode(obs_t, latent)
-        else:
-            latent, chunk = agent.act(obs_t, generator=gen)
-        next_obs, reward, terminated, truncated, info = env.step(chunk.numpy())
-        steps = np.asarray(info["steps_executed"])
-        success = np.asarray(info["success"], dtype=bool)
-        if cfg.reward == "sparse":
-            r = np.where(success, 0.0, -1.0)
-        else:
-            r = np.asarray(reward, dtype=np.float64)
-        done_any = np.asarray(terminated) | np.asarray(truncated)
-        real_next = _final_obs(info, next_obs, done_any, keys)
-        buffer.add(
-            **{f"obs/{k}": obs_t[k] for k in keys},
-            **{f"next_obs/{k}": torch.as_tensor(real_next[k], dtype=torch.float32) for k in keys},
-            taken=(chunk.flatten(1) if na else latent),
-            reward=torch.as_tensor(r, dtype=torch.float32),
-            done=torch.as_tensor(np.asarray(terminated), dtype=torch.float32),
-        )
-        counters["env_steps"] += int(steps.sum())
-        counters["transitions"] += num_envs
-        bar.update(int(steps.sum()))
-        ep_return += r
-        ep_len += steps
-        for i in np.flatnonzero(done_any):
-            recent.append((bool(terminated[i]), float(ep_return[i])))
-            counters["episodes"] += 1
-            ep_return[i], ep_len[i] = 0.0, 0
-        obs = next_obs
-
-        if counters["transitions"] >= cfg.warmup_chunks:
-            counters["pending_updates"] += cfg.utd * num_envs
-            while counters["pending_updates"] >= 1:
-                counters["pending_updates"] -= 1
-                batch = sample_mixed(offline_buf, buffer, agent.config.batch_size, cfg.offline_ratio, gen)
-                stats = agent.update(_as_agent_batch(batch, keys, na), generator=gen)
-                counters["updates"] += 1
-                for k, v in stats.items():
-                    info_acc[k] = v
-            if na:
-                for _ in range(agent.config.noise_critic_steps):
-                    batch = sample_mixed(offline_buf, buffer, agent.config.batch_size, cfg.offline_ratio, gen)
-                    info_acc.update(
-                        agent.update_noise_critic(_as_agent_batch(batch, keys, na)["obs"], generator=gen)
-                    )
-
-        if counters["env_steps"] >= next_log:
-            next_log += cfg.log_every
-            elapsed = time.perf_counter() - start
-            tb.add_scalar(
-                "perf/env_steps_per_s", counters["env_steps"] / max(elapsed, 1e-9), counters["env_steps"]
-            )
-            tb.add_scalar(
-                "perf/updates_per_s", counters["updates"] / max(elapsed, 1e-9), counters["env_steps"]
-            )
-            for k, v in info_acc.items():
-                tb.add_scalar(f"train/{k}", v, counters["env_steps"])
-            if recent:
-                tb.add_scalar(
-                    "train/success_rate", float(np.mean([s for s, _ in recent[-50:]])), counters["env_steps"]
-                )
-                tb.add_scalar(
-                    "train/return", float(np.mean([x for _, x in recent[-50:]])), counters["env_steps"]
-                )
-                bar.set_postfix(
-                    success=f"{np.mean([s for s, _ in recent[-50:]]):.0%}", q=f"{info_acc.get('q', 0):.2f}"
-                )
-        if next_eval is not None and counters["env_steps"] >= next_eval:
-            next_eval += cfg.eval_every
-            evaluate()
-        if counters["env_steps"] >= next_ckpt:
-            next_ckpt += cfg.checkpoint_every
-            save()
-    bar.close()
-    if eval_fn is not None and (not history or history[-1]["env_steps"] != counters["env_steps"]):
-        evaluate()
-    save()
-    tb.close()
-    return {
-        "variant": agent.config.variant,
-        "env_steps": counters["env_steps"],
-        "updates": counters["updates"],
-        "train_episodes": counters["episodes"],
-        "eval_episodes": cfg.eval_episodes,
-        "wall_time_s": time.perf_counter() - start,
-        "history": history,
-        "success_rate": history[-1]["success_rate"] if history else None,
-        "best_success_rate": best["success_rate"] if history else None,
-        "best_env_steps": best["env_steps"] if history else None,
-        # the zero-initialised deterministic actor plays latent 0: the base's mode, not its stock sampler
-        "initial_success_rate": history[0]["success_rate"] if history else None,
-    }
-
-
-def _as_agent_batch(batch: dict[str, torch.Tensor], keys: tuple[str, ...], na: bool) -> dict[str, Any]:
-    """Replay fields → the batch layout of :meth:`DSRL.update`."""
-    return {
-        "obs": {k: batch[f"obs/{k}"] for k in keys},
-        "next_obs": {k: batch[f"next_obs/{k}"] for k in keys},
-        "reward": batch["reward"],
-        "done": batch["done"],
-        ("action" if na else "latent"): batch["taken"],
-    }
+    metrics = run_online(agent, env, cfg, out_dir, eval_fn, offline, resume, checkpoint_config)
+    # the zero-initialised deterministic actor plays latent 0: initial_success_rate is the base's mode
+    return {"variant": agent.config.variant, **metrics}

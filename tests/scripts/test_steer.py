@@ -157,3 +157,77 @@ def test_bad_input_is_a_clear_error(setup):
         "scripts.steer", "base=scratch", "task=reach-v3", "variant=na", "out=bad4", *TINY_STEER, cwd=work
     )
     assert p.returncode != 0 and "needs variant=sac" in p.stderr
+
+
+TINY_EXPO = [
+    "algo=expo",
+    "env_steps=96",
+    "num_envs=2",
+    "eval_envs=2",
+    "max_episode_steps=16",
+    "expo.hidden=[32,32]",
+    "expo.batch_size=16",
+    "expo.num_samples=3",
+    "expo.num_edits=2",
+    "run.warmup_chunks=8",
+    "run.eval_every=48",
+    "run.eval_episodes=2",
+    "run.checkpoint_every=48",
+    "run.log_every=32",
+    "run.progress=false",
+]
+
+
+def test_steer_cli_expo_with_offline_demos_then_eval_and_resume(setup):
+    work, demos, base = setup
+    before = state_dict_hash(load_policy(base, which="best"))
+    p = _run("scripts.steer", f"base={base}", f"offline={demos}", "out=expo", *TINY_EXPO, cwd=work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    run = work / "expo"
+    m = json.loads((run / "metrics.json").read_text())
+    assert m["algo"] == "expo" and m["variant"] == "expo-chunk" and m["env_steps"] >= 96 and m["updates"] > 0
+    assert m["offline_transitions"] > 0 and m["base_hash"] == before
+    assert m["history"][0]["env_steps"] == 0.0 and len(m["history"]) >= 2
+    assert (run / "plots" / "learning_curve.png").stat().st_size > 1000 and any((run / "tb").iterdir())
+    cfg = json.loads((run / "checkpoints" / "latest" / "config.json").read_text())
+    assert cfg["kind"] == "expo" and cfg["expo"]["edit_scale"] == 0.05  # β from edit_scales.default
+    assert state_dict_hash(load_policy(base, which="best")) == before  # EXPO trains its own copy
+
+    p = _run(
+        "scripts.steer", f"base={base}", f"offline={demos}", "out=expo", *TINY_EXPO, "env_steps=128",
+        "resume=true", cwd=work,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    m2 = json.loads((run / "metrics.json").read_text())
+    assert m2["env_steps"] >= 128 and m2["updates"] > m["updates"]
+    assert m2["history"][: len(m["history"])] == m["history"]
+
+    p = _eval("expo", "eval_expo", work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    ev = json.loads((work / "eval_expo" / "metrics.json").read_text())
+    assert ev["task"] == "reach-v3" and ev["episodes"] == 2 and ev["steered"] is True
+    from policies.steering import load_steered_policy
+    from policies.steering.expo import OTFPolicy
+
+    policy = load_steered_policy(
+        run
+    )  # base + edit + OTF, the base being the run's imitation-trained EMA copy
+    assert isinstance(policy, OTFPolicy) and policy.agent.actor is not None
+    assert state_dict_hash(policy.agent.base_ema) != before
+    assert policy.act({"state": np.zeros((1, 39), np.float32)}).shape == (1, 4)
+
+
+@pytest.mark.slow  # ~40 s: the default suite covers RLPD and single-step EXPO in-process (test_expo.py)
+def test_steer_cli_expo_single_step_rlpd_and_bad_input(setup):
+    work, demos, base = setup
+    p = _run(
+        "scripts.steer", f"base={base}", f"offline={demos}", "out=rlpd", *TINY_EXPO, "expo.policy=sac",
+        "expo.backup_entropy=true", "expo.action=single", "eval_base=false", cwd=work,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    m = json.loads((work / "rlpd" / "metrics.json").read_text())
+    assert m["variant"] == "rlpd" and m["updates"] > 0
+    p = _run("scripts.steer", f"base={base}", "out=bad_expo", *TINY_EXPO, "expo.policy=otf_x", cwd=work)
+    assert p.returncode != 0 and "'otf'" in p.stderr
+    p = _run("scripts.steer", "base=scratch", "task=reach-v3", "out=bad_expo2", *TINY_EXPO, cwd=work)
+    assert p.returncode != 0 and "algo=expo needs base=" in p.stderr

@@ -1,0 +1,186 @@
+"""EXPO vs RLPD vs best-of-N vs DSRL-NA vs the base alone, offline-to-online, from the same base and demos.
+
+For every task: the weak Diffusion Policy base and its 100 noisy demos of ``dsrl_steering.py`` (built once and
+shared with that benchmark when ``--out`` matches). Then for every (method, seed) ``robosteer-steer`` runs
+for ``--env-steps`` env steps (at most ``--max-minutes``) with the demos as offline data, and the result is
+evaluated on ``--episodes`` unseen initial states (eval seed 200000). Methods:
+
+- ``expo``: ``algo=expo`` (base keeps imitating, edit policy, on-the-fly argmax over N + M candidates)
+- ``rlpd``: ``algo=expo expo.policy=sac expo.backup_entropy=true`` (Gaussian SAC actor, same critics/data)
+- ``best_of_n``: ``algo=expo expo.edit_scale=0`` (N base samples, critic argmax, no edits)
+- ``base``: ``algo=expo expo.num_samples=1 expo.num_edits=0`` (the base alone, still imitating)
+- ``dsrl_na``: ``algo=dsrl variant=na`` (latent-noise steering of the frozen base)
+
+Each finished run is appended to ``<out>/expo_results.jsonl``, so an interrupted grid resumes where it
+stopped. The table is printed and the success-vs-env-steps curves (each run's periodic evaluations, mean over
+seeds per method) are written to ``--figure``. Extra ``robosteer-steer`` overrides go after ``--``.
+
+    python benchmarks/expo_steering.py --tasks push-v3 pick-place-v3 peg-insert-side-v3 --seeds 0 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from dsrl_steering import EVAL_SEED, _evaluate, weak_base  # the sibling benchmark's base and evaluation
+
+from scripts.common import format_table, read_results, run_module
+
+ROOT = Path(__file__).resolve().parents[1]
+METHODS = {
+    "expo": ["algo=expo"],
+    "rlpd": ["algo=expo", "expo.policy=sac", "expo.backup_entropy=true"],
+    "best_of_n": ["algo=expo", "expo.edit_scale=0"],
+    "base": ["algo=expo", "expo.num_samples=1", "expo.num_edits=0"],
+    "dsrl_na": ["algo=dsrl", "variant=na"],
+}
+COLORS = {
+    "expo": "tab:red",
+    "rlpd": "tab:orange",
+    "best_of_n": "tab:green",
+    "base": "tab:gray",
+    "dsrl_na": "tab:blue",
+}
+
+
+def overrides_for(method: str, overrides: list[str]) -> list[str]:
+    """The extra overrides that apply to ``method``'s algo (``expo.*`` only to EXPO runs, ``dsrl.*`` only to
+    DSRL's): one command line can then tune both, as Hydra refuses keys of the other algo's group."""
+    other = "dsrl." if METHODS[method][0] == "algo=expo" else "expo."
+    return [o for o in overrides if not o.lstrip("+~").startswith(other)]
+
+
+def plot(results: list[dict], path: Path) -> None:
+    """Success vs env steps per task: one line per method (mean over seeds at shared eval points)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = sorted({r["task"] for r in results})
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.6), squeeze=False)
+    for ax, task in zip(axes[0], tasks, strict=True):
+        by_method: dict[str, list[dict]] = defaultdict(list)
+        for r in results:
+            if r["task"] == task:
+                by_method[r["method"]].append(r)
+        for method, rs in sorted(by_method.items()):
+            n = min(len(r["history"]) for r in rs)
+            steps = [rs[0]["history"][i]["env_steps"] for i in range(n)]
+            mean = [np.mean([r["history"][i]["success_rate"] for r in rs]) for i in range(n)]
+            ax.plot(
+                steps, mean, marker="o", ms=3, color=COLORS.get(method), label=f"{method} ({len(rs)} seeds)"
+            )
+        ax.axhline(rs[0]["base_success"], color="black", ls="--", lw=0.8, label="base (stock sampler)")
+        ax.set_title(task)
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("success rate (periodic eval)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tasks", nargs="+", default=["push-v3", "pick-place-v3", "peg-insert-side-v3"])
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--noise", type=float, default=0.3, help="action noise std of the base's demos")
+    parser.add_argument("--base-steps", type=int, default=3000)
+    parser.add_argument("--env-steps", type=int, default=100_000)
+    parser.add_argument("--max-minutes", type=float, default=60.0)
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument(
+        "--out", default="runs/bench/dsrl", help="shares the weak bases with dsrl_steering.py"
+    )
+    parser.add_argument("--figure", default="docs/figures/expo_curves.png")
+    parser.add_argument("overrides", nargs="*", help="extra robosteer-steer overrides (after --)")
+    args = parser.parse_args()
+    out = (ROOT / args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    results_path = out / "expo_results.jsonl"
+    done = read_results(results_path, ("task", "method", "seed"))
+    for task in args.tasks:
+        base, demos, base_success = weak_base(task, out, args.noise, args.base_steps, args.episodes)
+        print(f"{task}: base {base.name}: {base_success:.2f} success on {args.episodes} episodes", flush=True)
+        for method in args.methods:
+            for seed in args.seeds:
+                if (task, method, seed) in done:
+                    continue
+                run = out / task / f"{method}_s{seed}"
+                start = time.perf_counter()
+                steer = [
+                    "scripts.steer",
+                    *METHODS[method],
+                    f"base={base}",
+                    "which=ema",
+                    f"offline={demos}",
+                    f"env_steps={args.env_steps}",
+                    f"run.max_minutes={args.max_minutes}",
+                    f"seed={seed}",
+                    "eval_base=false",
+                    "run.progress=false",
+                    f"out={run}",
+                    *overrides_for(method, args.overrides),
+                ]
+                resume = ["resume=true"] if (run / "checkpoints" / "latest").exists() else []
+                run_module(steer + resume, run.with_suffix(".log"), ROOT)
+                wall = time.perf_counter() - start
+                m = json.loads((run / "metrics.json").read_text())
+                steered = _evaluate(run, task, args.episodes, Path(f"{run}_eval"), which="latest")
+                r = {
+                    "task": task,
+                    "method": method,
+                    "seed": seed,
+                    "base_success": base_success,
+                    "success_rate": steered,
+                    "episodes": args.episodes,
+                    "env_steps": m["env_steps"],
+                    "wall_s": wall,
+                    "history": m["history"],
+                    "overrides": args.overrides,
+                }
+                done[(task, method, seed)] = r
+                with results_path.open("a") as f:
+                    f.write(json.dumps(r) + "\n")
+                print(json.dumps({k: v for k, v in r.items() if k != "history"}), flush=True)
+    rows: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in done.values():
+        rows[(r["task"], r["method"])].append(r)
+    table = []
+    for (task, method), rs in sorted(rows.items()):
+        rs = sorted(rs, key=lambda r: r["seed"])
+        table.append(
+            {
+                "task": task,
+                "method": method,
+                "base": rs[0]["base_success"],
+                "per seed": ", ".join(f"{r['success_rate']:.2f}" for r in rs),
+                "mean": float(np.mean([r["success_rate"] for r in rs])),
+                "env steps": int(np.mean([r["env_steps"] for r in rs])),
+                "wall min/run": float(np.mean([r["wall_s"] for r in rs]) / 60),
+            }
+        )
+    print(
+        f"\nSuccess on {args.episodes} unseen episodes (eval seed {EVAL_SEED}), offline-to-online from one base"
+    )
+    print(format_table(table))
+    if done:
+        figure = (ROOT / args.figure).resolve()
+        plot(list(done.values()), figure)
+        print(f"curves: {figure}")
+
+
+if __name__ == "__main__":
+    main()

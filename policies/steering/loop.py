@@ -1,0 +1,390 @@
+"""The chunk-MDP online loop shared by every steering learner (DSRL, EXPO): collect, learn, evaluate, save.
+
+A learner plugs in through :class:`OnlineLearner`: it chooses each executed chunk (warm-up or exploration),
+consumes replay batches in ``learn``, and hands out a policy for evaluation. The loop owns the env, the
+transition replay (optionally mixed with offline demonstrations at a fixed share), TensorBoard, periodic
+evaluation with a ``best`` checkpoint, and ``checkpoints/latest`` with everything an exact resume needs
+(learner weights, optimizers, replay, counters, history, RNG states).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+
+@dataclass
+class OnlineRunConfig:
+    """The online loop's knobs (per-chunk MDP; all counts in env steps unless named otherwise)."""
+
+    env_steps: int = 100_000  # budget of executed env steps (chunks × steps executed)
+    warmup_chunks: int = 200  # transitions collected with the learner's warm-up action before learning
+    utd: float = 1.0  # gradient steps per collected transition (EXPO: critic steps per transition)
+    reward: str = "sparse"  # sparse: −1 per chunk, 0 on the chunk that succeeds | dense: summed env reward
+    buffer_size: int = 500_000  # chunk transitions
+    offline_ratio: float = 0.0  # share of every batch drawn from the offline demonstrations
+    eval_every: int = 10_000
+    eval_episodes: int = 50
+    checkpoint_every: int = 10_000
+    log_every: int = 1_000
+    seed: int = 0
+    max_minutes: float | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.reward not in ("sparse", "dense"):
+            raise ValueError(f"reward={self.reward!r} is not known: expected 'sparse' or 'dense'")
+        if not 0.0 <= self.offline_ratio <= 1.0:
+            raise ValueError(f"offline_ratio={self.offline_ratio} is not valid: expected a share in [0, 1]")
+
+
+Sampler = Callable[[int], dict[str, torch.Tensor]]
+
+
+class OnlineLearner(Protocol):
+    """What :func:`run_online` needs of a steering learner (an ``nn.Module``)."""
+
+    kind: str  # checkpoint ``kind`` ("dsrl", "expo")
+    label: str  # progress-bar / plot label
+    obs_keys: tuple[str, ...]
+    taken_dim: int  # size of the flattened ``taken`` field stored per transition
+
+    def warmup_action(
+        self, obs: dict[str, torch.Tensor], generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(taken (B, taken_dim), executed chunk (B, E, Da)) before learning starts."""
+        ...
+
+    def explore(
+        self, obs: dict[str, torch.Tensor], generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(taken (B, taken_dim), executed chunk (B, E, Da)) while learning."""
+        ...
+
+    def learn(
+        self, n_updates: int, n_transitions: int, sample: Sampler, generator: torch.Generator
+    ) -> dict[str, float]:
+        """Gradient steps after ``n_transitions`` new transitions; ``n_updates`` = utd · transitions owed."""
+        ...
+
+    def observe(
+        self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, steps: np.ndarray, done: np.ndarray
+    ) -> None:
+        """Every collected transition (executed steps per row, episode ends), e.g. to build BC windows."""
+        ...
+
+    def eval_policy(self) -> Any:
+        """A policy with ``act``/``reset`` for the evaluation harness."""
+        ...
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]: ...
+
+    def extra_state(self) -> dict[str, Any]:
+        """Further state dicts an exact resume needs (e.g. a BC replay), by checkpoint module name."""
+        ...
+
+    def load_extra_state(self, state: dict[str, Any]) -> None: ...
+
+    def get_config(self) -> dict[str, Any]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Any) -> Any: ...
+
+
+class ReplannedPolicy:
+    """The base policy's own ``act``/``reset`` machinery with its planner replaced by ``_plan``.
+
+    Lets the evaluation harness (and later the policy server) run base + steering learner exactly like any
+    policy: per-step ``act(obs)``, To-step history, action queue, per-row resets. ``n_action_steps``
+    overrides how many actions of each plan are executed (EXPO's single-step mode replans every step).
+    """
+
+    def __init__(self, base: Any, n_action_steps: int | None = None) -> None:
+        import copy
+        import dataclasses
+
+        self.policy = copy.deepcopy(base)
+        if n_action_steps is not None and n_action_steps != self.policy.config.n_action_steps:
+            self.policy.config = dataclasses.replace(self.policy.config, n_action_steps=int(n_action_steps))
+            self.policy._clear_act_state()
+        self.policy._plan = self._plan  # instance attribute: overrides the class's planner for this copy
+        self.shape_meta = self.policy.shape_meta
+        self.task = getattr(base, "task", None)
+
+    def _plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def eval(self) -> ReplannedPolicy:
+        self.policy.eval()
+        return self
+
+    def reset(self, env_ids: Any = None) -> None:
+        self.policy.reset(env_ids)
+
+    def act(self, obs: dict[str, Any]) -> Any:
+        with torch.no_grad():
+            return self.policy.act(obs)
+
+
+def final_obs(
+    info: dict[str, Any], next_obs: dict[str, Any], done: Any, keys: tuple[str, ...]
+) -> dict[str, Any]:
+    """Next observations with the finished envs' rows replaced by their episodes' last observations."""
+    out = {k: np.array(next_obs[k], copy=True) for k in keys}
+    final = info.get("final_obs")
+    for i in np.flatnonzero(done):
+        row = final[i] if not isinstance(final, dict) else {k: final[k][i] for k in keys}
+        for k in keys:
+            out[k][i] = row[k]
+    return out
+
+
+def transition_spec(
+    obs_space: Any, keys: tuple[str, ...], taken_dim: int
+) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """Replay fields of one chunk transition: ``obs/<k>``, ``next_obs/<k>``, ``taken``, ``reward``, ``done``."""
+    spec: dict[str, tuple[tuple[int, ...], torch.dtype]] = {}
+    for k in keys:
+        spec[f"obs/{k}"] = (tuple(obs_space[k].shape), torch.float32)
+        spec[f"next_obs/{k}"] = (tuple(obs_space[k].shape), torch.float32)
+    spec["taken"] = ((taken_dim,), torch.float32)
+    spec["reward"] = ((), torch.float32)
+    spec["done"] = ((), torch.float32)
+    return spec
+
+
+def as_batch(batch: dict[str, torch.Tensor], keys: tuple[str, ...]) -> dict[str, Any]:
+    """Flat replay fields → ``{"obs": {k: ...}, "next_obs": {k: ...}, "taken", "reward", "done"}``."""
+    return {
+        "obs": {k: batch[f"obs/{k}"] for k in keys},
+        "next_obs": {k: batch[f"next_obs/{k}"] for k in keys},
+        "taken": batch["taken"],
+        "reward": batch["reward"],
+        "done": batch["done"],
+    }
+
+
+def run_online(
+    learner: OnlineLearner,
+    env: Any,
+    cfg: OnlineRunConfig,
+    out_dir: str,
+    eval_fn: Any = None,
+    offline: dict[str, torch.Tensor] | None = None,
+    resume: bool = False,
+    checkpoint_config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Collect chunk transitions from ``env`` and train ``learner``; returns the final metrics.
+
+    ``env``: the batched env protocol with ``action_chunk`` set and observation histories (B, To, ...).
+    Bootstrapping is cut only on true termination (success); a time-out keeps bootstrapping from its
+    last observation. ``eval_fn(policy) -> {"success_rate", ...}`` evaluates ``learner.eval_policy()``.
+    ``offline``: transitions with the replay's fields, mixed into every batch at ``offline_ratio``.
+    """
+    from torch.utils.tensorboard import SummaryWriter
+    from tqdm import tqdm
+
+    from policies.checkpoint import load_checkpoint, save_checkpoint
+    from policies.rl import ReplayBuffer, sample_mixed
+    from policies.train.trainer import get_rng_state, set_rng_state
+
+    out = Path(out_dir)
+    keys = learner.obs_keys
+    spec = transition_spec(env.single_observation_space, keys, learner.taken_dim)
+    buffer = ReplayBuffer(cfg.buffer_size, spec)
+    offline_buf = None
+    if offline is not None:
+        offline_buf = ReplayBuffer(len(offline["reward"]), spec)
+        offline_buf.add(**offline)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    counters = {"env_steps": 0, "transitions": 0, "updates": 0, "episodes": 0, "pending_updates": 0.0}
+    history: list[dict[str, float]] = []
+    best: dict[str, float] = {"success_rate": -1.0, "env_steps": 0}
+    ckpt_dir = out / "checkpoints" / "latest"
+    config = {"kind": learner.kind, **learner.get_config(), **(checkpoint_config or {})}
+    if resume and ckpt_dir.exists():
+        ck = load_checkpoint(ckpt_dir)
+        learner.load_state_dict(ck.modules["agent"])
+        for name, opt in learner.optimizers().items():
+            opt.load_state_dict(ck.modules[f"opt_{name}"])
+        buffer.load_state_dict(ck.modules["buffer"])
+        learner.load_extra_state({n: ck.modules[n] for n in learner.extra_state()})
+        counters.update(ck.extra["counters"])
+        history = list(ck.extra["history"])
+        best.update(ck.extra.get("best", {}))
+        set_rng_state(ck.extra["rng"])
+        gen.set_state(ck.extra["generator"])
+
+    def save() -> None:
+        modules: dict[str, Any] = {"agent": learner.state_dict(), "buffer": buffer.state_dict()}
+        modules.update({f"opt_{n}": o.state_dict() for n, o in learner.optimizers().items()})
+        modules.update(learner.extra_state())
+        extra = {
+            "counters": dict(counters),
+            "history": history,
+            "best": dict(best),
+            "rng": get_rng_state(),
+            "generator": gen.get_state(),
+        }
+        save_checkpoint(ckpt_dir, modules, config, extra=extra)
+
+    def evaluate() -> None:
+        if eval_fn is None:
+            return
+        m = dict(eval_fn(learner.eval_policy()))
+        history.append({"env_steps": float(counters["env_steps"]), "success_rate": float(m["success_rate"])})
+        tb.add_scalar("eval/success_rate", m["success_rate"], counters["env_steps"])
+        if (
+            m["success_rate"] > best["success_rate"]
+        ):  # the learner that scored best (robosteer-eval which=best)
+            best.update(success_rate=float(m["success_rate"]), env_steps=counters["env_steps"])
+            save_checkpoint(
+                out / "checkpoints" / "best", {"agent": learner.state_dict()}, {**config, "score": dict(best)}
+            )
+
+    def sample(batch_size: int) -> dict[str, Any]:
+        return as_batch(sample_mixed(offline_buf, buffer, batch_size, cfg.offline_ratio, gen), keys)
+
+    tb = SummaryWriter(str(out / "tb"))
+    start = time.perf_counter()
+    # Resumed runs restart their episodes from a fresh seed: env simulator state is not checkpointed.
+    obs = env.reset(seed=cfg.seed + 7919 * counters["transitions"])
+    num_envs = env.num_envs
+    ep_return = np.zeros(num_envs)
+    recent: list[tuple[bool, float]] = []
+    next_eval = (counters["env_steps"] // cfg.eval_every + 1) * cfg.eval_every if cfg.eval_every else None
+    next_ckpt = (counters["env_steps"] // cfg.checkpoint_every + 1) * cfg.checkpoint_every
+    next_log = counters["env_steps"] + cfg.log_every
+    info_acc: dict[str, float] = {}
+    bar = tqdm(
+        total=cfg.env_steps,
+        initial=counters["env_steps"],
+        unit="step",
+        desc=learner.label,
+        disable=not cfg.progress,
+    )
+    if not history and eval_fn is not None:
+        evaluate()  # the untrained learner on top of the base: the "step 0" point of the curve
+    while counters["env_steps"] < cfg.env_steps:
+        if cfg.max_minutes is not None and time.perf_counter() - start > 60 * cfg.max_minutes:
+            break
+        obs_t = {k: torch.as_tensor(obs[k], dtype=torch.float32) for k in keys}
+        if counters["transitions"] < cfg.warmup_chunks:
+            taken, chunk = learner.warmup_action(obs_t, gen)
+        else:
+            taken, chunk = learner.explore(obs_t, gen)
+        next_obs, reward, terminated, truncated, info = env.step(chunk.numpy())
+        steps = np.asarray(info["steps_executed"])
+        success = np.asarray(info["success"], dtype=bool)
+        r = np.where(success, 0.0, -1.0) if cfg.reward == "sparse" else np.asarray(reward, dtype=np.float64)
+        done_any = np.asarray(terminated) | np.asarray(truncated)
+        real_next = final_obs(info, next_obs, done_any, keys)
+        buffer.add(
+            **{f"obs/{k}": obs_t[k] for k in keys},
+            **{f"next_obs/{k}": torch.as_tensor(real_next[k], dtype=torch.float32) for k in keys},
+            taken=taken,
+            reward=torch.as_tensor(r, dtype=torch.float32),
+            done=torch.as_tensor(np.asarray(terminated), dtype=torch.float32),
+        )
+        learner.observe(obs_t, chunk, steps, done_any)
+        counters["env_steps"] += int(steps.sum())
+        counters["transitions"] += num_envs
+        bar.update(int(steps.sum()))
+        ep_return += r
+        for i in np.flatnonzero(done_any):
+            recent.append((bool(terminated[i]), float(ep_return[i])))
+            counters["episodes"] += 1
+            ep_return[i] = 0.0
+        obs = next_obs
+
+        if counters["transitions"] >= cfg.warmup_chunks:
+            counters["pending_updates"] += cfg.utd * num_envs
+            n_updates = int(counters["pending_updates"])
+            counters["pending_updates"] -= n_updates
+            info_acc.update(learner.learn(n_updates, num_envs, sample, gen))
+            counters["updates"] += n_updates
+
+        if counters["env_steps"] >= next_log:
+            next_log += cfg.log_every
+            elapsed = max(time.perf_counter() - start, 1e-9)
+            tb.add_scalar("perf/env_steps_per_s", counters["env_steps"] / elapsed, counters["env_steps"])
+            tb.add_scalar("perf/updates_per_s", counters["updates"] / elapsed, counters["env_steps"])
+            for k, v in info_acc.items():
+                tb.add_scalar(f"train/{k}", v, counters["env_steps"])
+            if recent:
+                rate = float(np.mean([s for s, _ in recent[-50:]]))
+                tb.add_scalar("train/success_rate", rate, counters["env_steps"])
+                tb.add_scalar(
+                    "train/return", float(np.mean([x for _, x in recent[-50:]])), counters["env_steps"]
+                )
+                bar.set_postfix(success=f"{rate:.0%}", q=f"{info_acc.get('q', 0):.2f}")
+        if next_eval is not None and counters["env_steps"] >= next_eval:
+            next_eval += cfg.eval_every
+            evaluate()
+        if counters["env_steps"] >= next_ckpt:
+            next_ckpt += cfg.checkpoint_every
+            save()
+    bar.close()
+    if eval_fn is not None and (not history or history[-1]["env_steps"] != counters["env_steps"]):
+        evaluate()
+    save()
+    tb.close()
+    return {
+        "env_steps": counters["env_steps"],
+        "updates": counters["updates"],
+        "train_episodes": counters["episodes"],
+        "eval_episodes": cfg.eval_episodes,
+        "wall_time_s": time.perf_counter() - start,
+        "history": history,
+        "success_rate": history[-1]["success_rate"] if history else None,
+        "best_success_rate": best["success_rate"] if history else None,
+        "best_env_steps": best["env_steps"] if history else None,
+        "initial_success_rate": history[0]["success_rate"] if history else None,
+    }
+
+
+def load_run(path: str, which: str, kind: str, keys: tuple[str, ...]) -> tuple[Any, Any]:
+    """(checkpoint with module ``agent``, its base policy) of a steering run directory or checkpoint.
+
+    ``which``: ``latest`` or ``best`` (falls back to ``latest`` when the run never evaluated). The base is
+    reloaded from the path recorded at training time and checked against the recorded hash of its weights,
+    so a retrained or edited base is refused instead of silently combined with a stale learner. A DSRL run
+    from scratch (``base=scratch``) gets its identity noise → chunk map back.
+    """
+    from policies.checkpoint import CheckpointError, load_checkpoint, load_policy, state_dict_hash
+    from policies.steering.scratch import SCRATCH, make_scratch_base
+
+    p = Path(path)
+    if which not in ("best", "latest"):
+        raise CheckpointError(f"which={which!r} is not valid for a steering run: expected 'best' or 'latest'")
+    ckpt_dir = p
+    if (p / "checkpoints").is_dir():
+        ckpt_dir = p / "checkpoints" / (which if (p / "checkpoints" / which).exists() else "latest")
+    ck = load_checkpoint(ckpt_dir, names=["agent"])
+    cfg, where = ck.config, ck.path / "config.json"
+    if cfg.get("kind") != kind:
+        raise CheckpointError(f"{where}: key 'kind' is {cfg.get('kind')!r}, expected {kind!r}")
+    for key in ("base", "base_which", *keys):
+        if key not in cfg:
+            raise CheckpointError(f"{where}: key {key!r} is missing (written by an older robosteer?)")
+    if cfg["base"] == SCRATCH:  # plain SAC from scratch: the identity noise -> chunk map
+        return ck, make_scratch_base(*cfg["scratch_shape"])
+    if not Path(cfg["base"]).exists():
+        raise CheckpointError(
+            f"{where}: key 'base' points to {cfg['base']}, which no longer exists: "
+            f"{kind.upper()} steers that exact base policy, restore it there"
+        )
+    base = load_policy(cfg["base"], which=cfg["base_which"])
+    if "base_hash" in cfg and state_dict_hash(base) != cfg["base_hash"]:
+        raise CheckpointError(
+            f"{where}: the base at {cfg['base']} (which={cfg['base_which']}) is not the one this actor was "
+            "trained on (weight hash differs)"
+        )
+    return ck, base
