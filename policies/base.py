@@ -53,6 +53,9 @@ class PolicyConfig:
     rgb_feature_dim: int = 64
     share_rgb_encoder: bool = False
     image_range: str = "-1_1"  # "-1_1" | "0_1"
+    # multi-task generalist: task names (task id = position) -> a learned embedding fused into the condition
+    task_names: tuple[str, ...] = ()
+    task_embed_dim: int = 32
 
     def validate(self) -> None:
         """Raise ValueError on inconsistent values (called by ``from_dict`` and policy constructors)."""
@@ -133,7 +136,11 @@ class GenerativePolicy(nn.Module, ABC):
             rgb_num_kp=config.rgb_num_kp,
             rgb_feature_dim=config.rgb_feature_dim,
             share_rgb_encoder=config.share_rgb_encoder,
+            num_tasks=len(config.task_names),
+            task_embed_dim=config.task_embed_dim,
         )
+        self.task_names: list[str] = list(config.task_names)
+        self._task_id: int | None = None  # the task ``act``/``sample`` use when obs carry no "task_id"
         self.model = self._build_denoiser()
         # per-key facts the per-call obs checks need, precomputed: (key, expected shape, is_rgb)
         self._obs_specs: list[tuple[str, tuple[int, ...], bool]] = [
@@ -235,10 +242,39 @@ class GenerativePolicy(nn.Module, ABC):
             out[key] = t
         return out
 
-    def encode_obs(self, obs: ObsLike) -> torch.Tensor:
+    def set_task(self, task: str | int | None) -> None:
+        """Which task a multi-task policy acts on when obs carry no ``"task_id"`` (a name or an index)."""
+        if task is None or not self.task_names:
+            self._task_id = None
+            return
+        if isinstance(task, str):
+            if task not in self.task_names:
+                near = difflib.get_close_matches(task, self.task_names, n=1, cutoff=0.0)
+                raise ValueError(
+                    f"task {task!r} is not one of this policy's tasks {self.task_names}; nearest: {near[0]!r}"
+                )
+            task = self.task_names.index(task)
+        if not 0 <= int(task) < len(self.task_names):
+            raise ValueError(f"task id {task} out of range [0, {len(self.task_names)})")
+        self._task_id = int(task)
+
+    def _task_ids(self, obs: ObsLike, task_id: Any, batch: int) -> torch.Tensor | None:
+        """Task ids (B,) for a multi-task policy: the argument, else obs["task_id"], else ``set_task``'s."""
+        if not self.task_names:
+            return None
+        if task_id is None:
+            task_id = obs.get("task_id", self._task_id)
+        if task_id is None:
+            raise ValueError(
+                f"multi-task policy (tasks {self.task_names}): call set_task(name) or pass obs['task_id']"
+            )
+        return torch.as_tensor(task_id, dtype=torch.long, device=self._device).reshape(-1).expand(batch)
+
+    def encode_obs(self, obs: ObsLike, task_id: Any = None) -> torch.Tensor:
         """Raw obs window {key: (B, To, ...)} -> global condition (B, G). Run once per sample call."""
         t = self._obs_to_tensors(obs, steps=True)
-        return self.obs_encoder(self.normalizer.normalize_obs(t))
+        tid = self._task_ids(obs, task_id, next(iter(t.values())).shape[0]) if self.task_names else None
+        return self.obs_encoder(self.normalizer.normalize_obs(t), tid)
 
     def _noise(self, noise: Any, batch: int) -> torch.Tensor:
         if noise is None:
@@ -268,7 +304,7 @@ class GenerativePolicy(nn.Module, ABC):
 
     def _prepare_batch(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """Raw batch -> (cond (B, G), normalised action (B, Tp, Da)); gradients flow into the encoder."""
-        cond = self.encode_obs(batch["obs"])
+        cond = self.encode_obs(batch["obs"], batch.get("task_id"))
         action = torch.as_tensor(batch["action"], device=self.device, dtype=torch.float32)
         if tuple(action.shape[1:]) != self.noise_shape:
             raise ValueError(

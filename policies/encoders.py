@@ -4,6 +4,7 @@ spatial-softmax head (robomimic/diffusion_policy's choice; no torchvision here),
 Why GroupNorm: BatchNorm breaks with EMA weights and batch-1 inference (diffusion_policy replaces it too).
 Why spatial softmax: it turns feature maps into keypoint coordinates, which is what manipulation needs.
 The fused output is one flat vector per sample (all keys, all To steps): the global condition for FiLM.
+A multi-task policy (``num_tasks > 0``) appends a learned task embedding to it (one generalist, N tasks).
 """
 
 from __future__ import annotations
@@ -141,9 +142,12 @@ class ObsEncoder(nn.Module):
         rgb_num_kp: int = 32,
         rgb_feature_dim: int = 64,
         share_rgb_encoder: bool = False,
+        num_tasks: int = 0,
+        task_embed_dim: int = 32,
     ) -> None:
         super().__init__()
         self.keys: list[str] = list(shape_meta["obs"].keys())
+        self.num_tasks = int(num_tasks)
         self.n_obs_steps = n_obs_steps
         self.encoders = nn.ModuleDict()
         self.is_rgb: dict[str, bool] = {}
@@ -165,10 +169,23 @@ class ObsEncoder(nn.Module):
             per_step += enc.out_dim
         self.per_step_dim = per_step
         self.out_dim = per_step * n_obs_steps
+        if self.num_tasks > 0:  # absent for single-task policies: their state dicts stay unchanged
+            self.task_embedding = nn.Embedding(self.num_tasks, task_embed_dim)
+            self.out_dim += task_embed_dim
         # Low-dim-only with identity encoders (the default): the condition is just the flattened window.
         self._identity = not lowdim_hidden and not any(self.is_rgb.values())
 
-    def forward(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, obs: Mapping[str, torch.Tensor], task_id: torch.Tensor | None = None) -> torch.Tensor:
+        """Obs windows {key: (B, To, ...)} (+ task ids (B,) for a multi-task encoder) -> (B, out_dim)."""
+        feat = self._encode(obs)
+        if self.num_tasks == 0:
+            return feat
+        if task_id is None:
+            raise ValueError(f"this encoder is multi-task ({self.num_tasks} tasks): task_id (B,) is required")
+        tid = task_id.to(device=feat.device, dtype=torch.long).reshape(-1).expand(feat.shape[0])
+        return torch.cat([feat, self.task_embedding(tid)], dim=-1)  # (B, G + E)
+
+    def _encode(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         if self._identity:  # same values as the general path, without the per-key module calls
             b = obs[self.keys[0]].shape[0]
             if len(self.keys) == 1:

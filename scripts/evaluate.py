@@ -41,7 +41,13 @@ def replay_dataset(path: str, episodes: int | None, progress: bool = True) -> di
         kwargs = demos.env_args.get("env_kwargs", {})
         task = demos.env_args["env_name"]
         names = demos.demo_names[: episodes or None]
-        env = sim.make_env(task, num_envs=1, obs="state", max_episode_steps=kwargs.get("max_episode_steps"))
+        env = sim.make_env(
+            task,
+            num_envs=1,
+            obs="state",
+            max_episode_steps=kwargs.get("max_episode_steps"),
+            randomization=kwargs.get("randomization"),  # a randomized dataset replays under its own draws
+        )
         successes, worst, env_steps = [], 0.0, 0
         with env:
             for name in tqdm(names, desc=f"replay {task}", unit="ep", disable=not progress):
@@ -65,6 +71,53 @@ def replay_dataset(path: str, episodes: int | None, progress: bool = True) -> di
         "max_obs_abs_diff": worst,
         "env_steps": env_steps,
         "wall_time_s": time.perf_counter() - start,
+    }
+
+
+STEER_CHOICES = ("vgps",)
+
+
+def steer_policy(cfg: DictConfig, policy: Any, task: str) -> Any:
+    """``steer=vgps``: wrap the generalist with V-GPS over the frozen critic of ``critic=<robosteer-value run>``."""
+    from policies.steering.vgps import VGPSPolicy
+    from policies.value import load_critic
+
+    if cfg.steer not in STEER_CHOICES:
+        raise ValueError(f"steer={cfg.steer!r} is not known: expected one of {STEER_CHOICES} (or null)")
+    if not cfg.critic:
+        raise ValueError("steer=vgps needs critic=<run dir of robosteer-value>, e.g. critic=runs/critic")
+    critic = load_critic(cfg.critic)
+    task_id = None
+    if critic.num_tasks > 1:
+        if task not in critic.task_names:
+            raise ValueError(
+                f"task {task!r} is not one of the critic's tasks {critic.task_names} ({cfg.critic})"
+            )
+        task_id = critic.task_names.index(task)
+    score = "first" if critic.action_steps == 1 else "chunk"
+    return VGPSPolicy(
+        policy,
+        critic,
+        samples=int(cfg.samples),
+        temperature=float(cfg.temperature),
+        score=score,
+        task_id=task_id,
+        seed=int(cfg.seed),
+    ).eval()
+
+
+def steer_metrics(cfg: DictConfig, policy: Any) -> dict[str, Any]:
+    """The steering settings and its cost: base sampling and critic scoring time per re-plan (ms)."""
+    plans = max(1, policy.timing["plans"])
+    return {
+        "steer": str(cfg.steer),
+        "critic": str(cfg.critic),
+        "samples": int(cfg.samples),
+        "temperature": float(cfg.temperature),
+        "score": policy.score,
+        "plan_sample_ms": 1000 * policy.timing["sample_s"] / plans,
+        "plan_score_ms": 1000 * policy.timing["score_s"] / plans,
+        "plans": policy.timing["plans"],
     }
 
 
@@ -96,7 +149,11 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         task = cfg.task or policy.task
         if not task:
             raise ValueError(f"the checkpoint {cfg.checkpoint} names no task: pass task=<name>")
+        if getattr(policy, "task_names", None):  # a multi-task generalist acts on the evaluated task
+            policy.set_task(task)
         mode, cams, size = obs_mode(policy.shape_meta)
+        if cfg.get("steer"):
+            policy = steer_policy(cfg, policy, task)
     env = sim.make_env(
         task,
         num_envs=int(cfg.num_envs),
@@ -106,6 +163,7 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         cameras=cams,
         max_episode_steps=cfg.max_episode_steps,
         vectorization=cfg.vectorization,
+        randomization=cfg.get("randomization"),
     )
     video_path = run_dir / "videos" / f"{task}.mp4" if cfg.video else None
     with env, torch.no_grad():
@@ -120,6 +178,8 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         )
     metrics["task"] = task
     metrics["steered"] = steered
+    if cfg.get("steer"):
+        metrics.update(steer_metrics(cfg, policy))
     if video_path is not None:
         metrics["video"] = str(video_path)
     return metrics

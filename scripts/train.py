@@ -64,13 +64,13 @@ def build_dataset(cfg: DictConfig) -> Any:
 
 
 def build_policy(
-    cfg: DictConfig, shape_meta: Mapping[str, Any], stats: Mapping[str, Any] | None
+    cfg: DictConfig, shape_meta: Mapping[str, Any], stats: Mapping[str, Any] | None, **overrides: Any
 ) -> torch.nn.Module:
-    """``policies.make_policy(name, shape_meta, stats, **hyperparameters)``."""
+    """``policies.make_policy(name, shape_meta, stats, **hyperparameters)`` (``overrides`` win, e.g. task names)."""
     from policies.registry import make_policy
 
     name, p = policy_config(cfg)
-    return make_policy(name, shape_meta, stats=stats, **p)
+    return make_policy(name, shape_meta, stats=stats, **{**p, **overrides})
 
 
 def build_eval_fn(
@@ -91,9 +91,12 @@ def build_eval_fn(
         image_size=size,
         cameras=cams,
         vectorization=str(cfg.eval_vectorization),
+        randomization=cfg.get("randomization"),
     )
 
     def eval_fn(policy: torch.nn.Module, step: int) -> dict[str, Any]:
+        if getattr(policy, "task_names", None):  # a multi-task generalist is evaluated on cfg.task
+            policy.set_task(str(cfg.task))
         video = run_dir / "videos" / f"step_{step:07d}.mp4" if int(cfg.eval_video_episodes) > 0 else None
         m = sim.evaluate(
             env,
@@ -108,6 +111,8 @@ def build_eval_fn(
         keep = {k: v for k, v in m.items() if isinstance(v, bool | int | float | str)}
         keep["success_ci95"] = list(m.get("success_ci95", []))
         keep["videos"] = [str(v) for v in m.get("videos", [])]
+        if "randomization" in m:  # the drawn parameters' summary (per-episode lists stay out)
+            keep["randomization_params"] = m["randomization"]["params"]
         return keep
 
     eval_fn.close = env.close  # type: ignore[attr-defined]
@@ -182,7 +187,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     shape_meta, stats = dataset.shape_meta, dataset.stats()
     tasks = list(getattr(dataset, "task_names", []) or [])
     task = str(cfg.task) if cfg.task else (tasks[0] if len(tasks) == 1 else None)
-    policy = build_policy(cfg, shape_meta, stats)
+    # files of several tasks: the policy learns a task embedding (task id = index in dataset.task_names)
+    policy = build_policy(cfg, shape_meta, stats, **({"task_names": tasks} if len(tasks) > 1 else {}))
     get_config = getattr(policy, "get_config", None)
     eval_fn = build_eval_fn(cfg, run_dir, shape_meta) if rank == 0 else None
     trainer = Trainer(

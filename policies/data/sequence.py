@@ -66,7 +66,8 @@ class SequenceDataset(torch.utils.data.Dataset):
     """In-memory windows of (obs, action) over one or several robomimic-layout files.
 
     Args:
-        paths: one file or several (multi-task: item ``"task_id"`` is the file's position in ``paths``).
+        paths: one file or several (multi-task: item ``"task_id"`` indexes the files' distinct task names,
+            ``env_args["env_name"]``, so several files of one task share an id).
         obs_keys: obs keys to load, e.g. ``["state"]`` or ``["state", "image/corner2"]``.
         n_obs_steps: To, observation steps per item.
         horizon: Tp, action steps per item (the window length).
@@ -116,8 +117,14 @@ class SequenceDataset(torch.utils.data.Dataset):
         self.env_args: list[dict[str, Any]] = []
         action_dim = None
         obs_spec: dict[str, tuple] | None = None
-        for task_id, path in enumerate(self.paths):
+        self._task_names: list[str] = []  # distinct tasks, in order of first appearance
+        for path in self.paths:
             with open_dataset(path) as f:
+                # several files of one task (e.g. clean + noisy demos) share its task id
+                task = str(f.env_args.get("env_name", path))
+                if task not in self._task_names:
+                    self._task_names.append(task)
+                task_id = self._task_names.index(task)
                 f.check_obs_keys(self.obs_keys)
                 spec = {k: f.obs_shapes[k] for k in self.obs_keys}
                 if obs_spec is None:
@@ -210,8 +217,8 @@ class SequenceDataset(torch.utils.data.Dataset):
 
     @property
     def task_names(self) -> list[str]:
-        """``env_args["env_name"]`` of each file, indexed by task_id."""
-        return [str(a.get("env_name", p)) for a, p in zip(self.env_args, self.paths)]
+        """The distinct ``env_args["env_name"]`` of the files (first appearance order), indexed by task_id."""
+        return list(self._task_names)
 
     @property
     def shape_meta(self) -> dict[str, Any]:

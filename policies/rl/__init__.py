@@ -5,7 +5,7 @@ composes these instead of re-implementing them.
 """
 
 from policies.rl.actor import TanhGaussianActor
-from policies.rl.critic import CriticEnsemble, polyak_update
+from policies.rl.critic import CriticEnsemble, NormalizedCritic, polyak_update
 from policies.rl.nets import EnsembleLinear, mlp
 from policies.rl.offline import chunk_transitions
 from policies.rl.replay import ReplayBuffer, sample_mixed
@@ -14,6 +14,7 @@ from policies.rl.temperature import Temperature
 __all__ = [
     "CriticEnsemble",
     "EnsembleLinear",
+    "NormalizedCritic",
     "ReplayBuffer",
     "TanhGaussianActor",
     "Temperature",

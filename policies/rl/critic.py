@@ -1,13 +1,16 @@
-"""Q-function ensemble with LayerNorm and Polyak targets (SAC: 2 heads; REDQ/RLPD/EXPO: 10 heads)."""
+"""Q-function ensemble with LayerNorm and Polyak targets (SAC: 2 heads; REDQ/RLPD/EXPO: 10 heads), and the
+offline critic with its own normaliser that V-GPS steers with (``NormalizedCritic``)."""
 
 from __future__ import annotations
 
 import copy
+import math
+from typing import Any
 
 import torch
 from torch import nn
 
-from policies.rl.nets import EnsembleLayerNorm, EnsembleLinear, activation
+from policies.rl.nets import ACTIVATIONS, EnsembleLayerNorm, EnsembleLinear, activation
 
 
 class CriticEnsemble(nn.Module):
@@ -73,3 +76,108 @@ def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
     """target ← (1 − τ)·target + τ·online, parameter by parameter."""
     for t, o in zip(target.parameters(), online.parameters(), strict=True):
         t.lerp_(o, tau)
+
+
+class NormalizedCritic(nn.Module):
+    """Q(s, a) over raw observations and raw actions, with the critic's *own* normaliser.
+
+    Why its own: the critic is trained on its own data (V-GPS: one critic for several generalists), so it maps
+    actions min/max to [-1, 1] with its data's bounds, whatever normalisation the steered policy uses. The
+    normaliser (``policies.normalizer.Normalizer``) is a sub-module, so its bounds travel in the state dict.
+
+    Input: ``obs`` {key: (B, To, D)} low-dim histories (the last ``n_obs_steps`` steps are used), an optional
+    ``task_id`` (B,) (one-hot when ``num_tasks > 1``), and ``action`` (B, action_steps, A) raw units.
+    ``q`` is the online ensemble, ``q_target`` its Polyak copy; ``score`` is what steering uses: the target
+    network, min over heads (V-GPS' ``get_q_values``).
+    """
+
+    def __init__(
+        self,
+        shape_meta: dict[str, Any],
+        n_obs_steps: int,
+        action_steps: int,
+        num_tasks: int = 0,
+        stats: dict[str, Any] | None = None,
+        hidden: list[int] | tuple[int, ...] = (256, 256),
+        num_critics: int = 2,
+        layer_norm: bool = True,
+        act: str = "relu",
+    ) -> None:
+        super().__init__()
+        from policies.normalizer import Normalizer
+
+        for key, meta in shape_meta["obs"].items():
+            if meta.get("type", "low_dim") != "low_dim":
+                raise ValueError(
+                    f"critic obs key {key!r} has type {meta.get('type')!r}: only low_dim is supported"
+                )
+        self.shape_meta = shape_meta
+        self.obs_keys = list(shape_meta["obs"])
+        self.n_obs_steps = int(n_obs_steps)
+        self.action_steps = int(action_steps)
+        self.num_tasks = int(num_tasks)
+        self.action_dim = int(math.prod(shape_meta["action"]["shape"]))
+        self.normalizer = Normalizer(shape_meta, stats)
+        per_step = sum(int(math.prod(shape_meta["obs"][k]["shape"])) for k in self.obs_keys)
+        self.obs_dim = per_step * self.n_obs_steps + (self.num_tasks if self.num_tasks > 1 else 0)
+        self.q = CriticEnsemble(
+            self.obs_dim, self.action_steps * self.action_dim, hidden, num_critics, layer_norm, act
+        )
+        self.q_target = self.q.make_target()
+
+    def features(self, obs: dict[str, Any], task_id: Any = None) -> torch.Tensor:
+        """Normalised, flattened observation history (+ one-hot task): (B, obs_dim)."""
+        feats = []
+        for k in self.obs_keys:
+            if k not in obs:
+                raise KeyError(f"critic needs obs key {k!r}; got {sorted(obs)}")
+            x = torch.as_tensor(obs[k], dtype=torch.float32)
+            if x.dim() < 3 or x.shape[1] < self.n_obs_steps:
+                raise ValueError(
+                    f"critic obs[{k!r}] has shape {tuple(x.shape)}: expected (B, To >= {self.n_obs_steps}, D)"
+                )
+            x = x[:, x.shape[1] - self.n_obs_steps :]  # (B, To_c, D) the latest steps
+            feats.append(self.normalizer.normalize(k, x.flatten(2)).flatten(1))
+        out = torch.cat(feats, dim=-1)  # (B, To_c·ΣD)
+        if self.num_tasks > 1:
+            if task_id is None:
+                raise ValueError(f"this critic was trained on {self.num_tasks} tasks: pass task_id")
+            tid = torch.as_tensor(task_id, dtype=torch.long).reshape(-1).expand(out.shape[0])
+            if int(tid.min()) < 0 or int(tid.max()) >= self.num_tasks:
+                raise ValueError(f"task_id {tid.tolist()} out of range [0, {self.num_tasks})")
+            out = torch.cat([out, nn.functional.one_hot(tid, self.num_tasks).float()], dim=-1)
+        return out
+
+    def normalize_action(self, action: torch.Tensor) -> torch.Tensor:
+        """Raw (B, action_steps, A) → the critic's [-1, 1] units, flattened (B, action_steps·A)."""
+        a = torch.as_tensor(action, dtype=torch.float32)
+        if tuple(a.shape[1:]) != (self.action_steps, self.action_dim):
+            raise ValueError(
+                f"critic action has shape {tuple(a.shape)}: expected (B, {self.action_steps}, {self.action_dim})"
+            )
+        return self.normalizer.normalize("action", a).flatten(1)
+
+    def unnormalize_action(self, action: torch.Tensor) -> torch.Tensor:
+        """The critic's flattened [-1, 1] units (B, action_steps·A) → raw (B, action_steps, A)."""
+        a = action.reshape(action.shape[0], self.action_steps, self.action_dim)
+        return self.normalizer.unnormalize("action", a)
+
+    @torch.no_grad()
+    def score(self, obs: dict[str, Any], action: torch.Tensor, task_id: Any = None) -> torch.Tensor:
+        """min over heads of the *target* Q for raw actions (B, action_steps, A): (B,)."""
+        q = self.q_target(self.features(obs, task_id), self.normalize_action(action))  # (E, B)
+        return q.min(dim=0).values
+
+    def get_config(self) -> dict[str, Any]:
+        """What ``NormalizedCritic(**config)`` needs besides stats (they come with the state dict)."""
+        lin = [m for m in self.q.net if isinstance(m, EnsembleLinear)]
+        return {
+            "shape_meta": self.shape_meta,
+            "n_obs_steps": self.n_obs_steps,
+            "action_steps": self.action_steps,
+            "num_tasks": self.num_tasks,
+            "hidden": [int(m.weight.shape[-1]) for m in lin[:-1]],
+            "num_critics": self.q.num_critics,
+            "layer_norm": any(isinstance(m, EnsembleLayerNorm) for m in self.q.net),
+            "act": next(k for k, v in ACTIVATIONS.items() if any(isinstance(m, v) for m in self.q.net)),
+        }

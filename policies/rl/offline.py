@@ -29,6 +29,17 @@ def _history(frames: np.ndarray, end: np.ndarray, n_obs_steps: int) -> np.ndarra
     return frames[idx]
 
 
+def _mc_returns(r: np.ndarray, stride: int, discount: float, terminated: bool) -> np.ndarray:
+    """R_t = r_t + γ·R_{t+stride} over one demo's chunk rewards r (N,); beyond the end: 0 or r_last/(1−γ)."""
+    if not 0.0 <= discount < 1.0:
+        raise ValueError(f"discount must lie in [0, 1), got {discount}")
+    tail = 0.0 if terminated else float(r[-1]) / (1.0 - discount)
+    out = np.zeros(len(r), dtype=np.float64)
+    for i in range(len(r) - 1, -1, -1):
+        out[i] = r[i] + discount * (out[i + stride] if i + stride < len(r) else tail)
+    return out.astype(np.float32)
+
+
 def chunk_transitions(
     path: str | os.PathLike,
     obs_keys: Sequence[str],
@@ -36,9 +47,14 @@ def chunk_transitions(
     n_action_steps: int,
     reward: str = "sparse",
     demo_limit: int | None = None,
+    discount: float | None = None,
 ) -> dict[str, torch.Tensor]:
     """Chunk transitions of every demo: ``obs/<key>`` and ``next_obs/<key>`` (N, To, ...), ``action``
     (N, Ta·A) flattened executed chunks, ``reward`` (N,), ``done`` (N,).
+
+    With ``discount`` (γ per chunk transition) also ``mc_return`` (N,): the discounted return of the rest of
+    the demo from each chunk, R_t = r_t + γ·R_{t+Ta} (Cal-QL's lower bound). A demo that ends in a time-out
+    continues with its last chunk reward forever (r_last / (1 − γ)), a success with 0.
 
     ``reward="sparse"``: −1 per chunk and 0 for the chunk in which the demo succeeded (its ``dones`` flag,
     which collection sets only on true termination); ``"dense"``: the recorded rewards summed over the chunk.
@@ -74,6 +90,10 @@ def chunk_transitions(
                 rewards = np.asarray(ep["rewards"], dtype=np.float64)[:t_len]
                 valid = (start[:, None] + np.arange(n_action_steps)[None]) < t_len  # (N, Ta)
                 r = (rewards[steps] * valid).sum(axis=1)
+            if discount is not None:
+                parts.setdefault("mc_return", []).append(
+                    _mc_returns(r, n_action_steps, discount, terminated=bool(dones.any()))
+                )
             for k in keys:
                 obs = np.asarray(ep["obs"][k], dtype=np.float32)[:t_len]
                 last = obs[-1:] if ep["next_obs"] is None else ep["next_obs"][k][t_len - 1 : t_len]

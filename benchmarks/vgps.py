@@ -1,0 +1,274 @@
+"""V-GPS on Meta-World MT10: generalists (DP, flow, SDP) with and without value-guided steering.
+
+For every MT10 task: collect ``--demos`` clean scripted demos (successes only) and ``--noisy`` mixed-quality
+episodes (action noise + random-action segments, failures kept) into two files of that task, so the data
+is "scripted demos plus noisy and partly failing episodes". Train, per policy and seed, one multi-task
+generalist on all 20 files (task id -> learned embedding; no per-task models), and ONE offline critic
+(``--algo``, Cal-QL by default, sparse success reward) on the same files, shared by every generalist. Then
+evaluate each generalist on every task for ``--episodes`` unseen initial states (eval seed 200000) through
+``robosteer-eval ... steer=vgps critic=... samples=K temperature=β``; K = 1 rows are the plain generalist
+("without V-GPS"; for DP and flow identical to V-GPS with K = 1, for SDP its native streaming ``act``). The added latency per control step is measured in-process at batch 1: (steered re-plan −
+base re-plan) / Ta. Every finished evaluation is appended to ``<out>/results.jsonl``, so an interrupted grid
+resumes where it stopped; the table is printed at the end.
+
+    python benchmarks/vgps.py --policies diffusion flow streaming --ks 1 4 16 32 --seeds 0 1 2 \
+        --out runs/bench/vgps
+    # tiny check (minutes on a CPU):
+    python benchmarks/vgps.py --tasks reach-v3 button-press-topdown-v3 --policies flow --ks 1 4 --seeds 0 \
+        --demos 5 --noisy 5 --train-steps 200 --critic-steps 200 --episodes 4 --out runs/bench/vgps_tiny
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from scripts.common import read_results, run_module
+
+ROOT = Path(__file__).resolve().parents[1]
+EVAL_SEED = 200000
+MT10 = [
+    "reach-v3",
+    "push-v3",
+    "pick-place-v3",
+    "door-open-v3",
+    "drawer-open-v3",
+    "drawer-close-v3",
+    "button-press-topdown-v3",
+    "peg-insert-side-v3",
+    "window-open-v3",
+    "window-close-v3",
+]
+
+
+def _run(args: list[str], log: Path) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    run_module(args, log, ROOT)
+
+
+def collect(task: str, out: Path, args: argparse.Namespace) -> list[Path]:
+    """The task's two files: clean expert successes and noisy, partly failing episodes."""
+    files = []
+    for kind, extra in (
+        ("clean", [f"episodes={args.demos}", "seed=0", "keep=success"]),
+        (
+            "noisy",
+            [
+                f"episodes={args.noisy}",
+                "seed=1",
+                "keep=all",
+                f"action_noise_std={args.noise}",
+                f"random_segment_prob={args.segment_prob}",
+            ],
+        ),
+    ):
+        d = out / "data" / task / kind
+        if not (d / "demos.hdf5").exists():
+            _run(
+                ["scripts.collect", f"task={task}", *extra, "progress=false", f"out={d}"],
+                d.with_suffix(".log"),
+            )
+        files.append(d / "demos.hdf5")
+    return files
+
+
+def _list(paths: list[Path]) -> str:
+    return "[" + ",".join(str(p) for p in paths) + "]"
+
+
+def train_generalist(policy: str, seed: int, files: list[Path], out: Path, args: argparse.Namespace) -> Path:
+    run = out / "generalists" / f"{policy}_s{seed}"
+    if not (run / "metrics.json").exists():
+        _run(
+            [
+                "scripts.train",
+                f"policy={policy}",
+                f"dataset={_list(files)}",
+                f"steps={args.train_steps}",
+                f"seed={seed}",
+                "progress=false",
+                f"out={run}",
+                *([] if not (run / "checkpoints" / "latest").exists() else ["resume=true"]),
+            ],
+            run.with_suffix(".log"),
+        )
+    return run
+
+
+def train_critic(files: list[Path], out: Path, args: argparse.Namespace) -> Path:
+    run = out / f"critic_{args.algo}"
+    if not (run / "metrics.json").exists():
+        _run(
+            [
+                "scripts.value",
+                f"algo={args.algo}",
+                f"dataset={_list(files)}",
+                f"steps={args.critic_steps}",
+                f"score={args.score}",
+                "seed=0",
+                "checkpoint_every=500",
+                f"out={run}",
+                *([] if not (run / "checkpoints" / "latest").exists() else ["resume=true"]),
+            ],
+            run.with_suffix(".log"),
+        )
+    return run
+
+
+def evaluate(gen: Path, critic: Path, task: str, k: int, out: Path, args: argparse.Namespace) -> dict:
+    run = out / "evals" / f"{gen.name}_k{k}_{task}"
+    if not (run / "metrics.json").exists():
+        _run(
+            [
+                "scripts.evaluate",
+                f"checkpoint={gen}",
+                "which=ema",
+                f"task={task}",
+                f"episodes={args.episodes}",
+                f"num_envs={args.num_envs}",
+                f"seed={EVAL_SEED}",
+                # K = 1: the plain generalist (for SDP its native streaming act, not one fresh sample)
+                *(
+                    []
+                    if k == 1
+                    else ["steer=vgps", f"critic={critic}", f"samples={k}", f"temperature={args.temperature}"]
+                ),
+                "video=false",
+                "progress=false",
+                f"out={run}",
+            ],
+            run.with_suffix(".log"),
+        )
+    return json.loads((run / "metrics.json").read_text())
+
+
+def latency(gen: Path, critic_dir: Path, task: str, ks: list[int], reps: int) -> dict[int, dict[str, float]]:
+    """Batch-1 re-plan time of the base and of V-GPS with each K (median ms), on a real observation."""
+    import torch
+
+    import sim
+    from policies import load_policy
+    from policies.steering.vgps import VGPSPolicy
+    from policies.value import load_critic
+
+    torch.set_num_threads(1)
+    policy = load_policy(gen, which="ema")
+    policy.set_task(task)
+    critic = load_critic(critic_dir)
+    tid = critic.task_names.index(task) if critic.num_tasks > 1 else None
+    with sim.make_env(task, num_envs=1, seed=EVAL_SEED, obs="state") as env:
+        o = env.reset(seed=[EVAL_SEED])
+    to, ta = policy.config.n_obs_steps, policy.config.n_action_steps
+    obs = {k: torch.as_tensor(v).unsqueeze(1).repeat_interleave(to, dim=1).float() for k, v in o.items()}
+
+    def med(fn: object) -> float:
+        fn()  # warm-up
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return 1000 * float(np.median(times))
+
+    base = med(lambda: policy.sample(obs))
+    out = {}
+    for k in ks:
+        steered = VGPSPolicy(
+            policy, critic, samples=k, score="first" if critic.action_steps == 1 else "chunk", task_id=tid
+        )
+        ms = med(lambda steered=steered: steered.sample(obs))
+        out[k] = {"base_plan_ms": base, "plan_ms": ms, "added_ms_per_step": (ms - base) / ta}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tasks", nargs="+", default=MT10)
+    parser.add_argument("--policies", nargs="+", default=["diffusion", "flow", "streaming"])
+    parser.add_argument("--ks", nargs="+", type=int, default=[1, 4, 16, 32])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--demos", type=int, default=50, help="clean expert demos per task")
+    parser.add_argument("--noisy", type=int, default=50, help="noisy, partly failing episodes per task")
+    parser.add_argument("--noise", type=float, default=0.3)
+    parser.add_argument("--segment-prob", type=float, default=0.02)
+    parser.add_argument("--train-steps", type=int, default=20000)
+    parser.add_argument("--critic-steps", type=int, default=20000)
+    parser.add_argument("--algo", default="calql", choices=["calql", "iql"])
+    parser.add_argument("--score", default="first", choices=["first", "chunk"])
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--episodes", type=int, default=50)
+    parser.add_argument("--num-envs", type=int, default=4)
+    parser.add_argument("--latency-reps", type=int, default=20)
+    parser.add_argument("--out", default="runs/bench/vgps")
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    out = (ROOT / args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    results_path = out / "results.jsonl"
+    done = read_results(results_path, ("policy", "seed", "k", "task"))
+
+    files = [f for task in args.tasks for f in collect(task, out, args)]
+    critic = train_critic(files, out, args)
+    cm = json.loads((critic / "metrics.json").read_text())
+    print(f"critic: {critic}: corr(Q, MC return) on its data = {cm.get('q_mc_corr'):.2f}", flush=True)
+    lat: dict[tuple[str, int], dict[str, float]] = {}
+    for policy in args.policies:
+        for seed in args.seeds:
+            gen = train_generalist(policy, seed, files, out, args)
+            if seed == args.seeds[0]:
+                for k, v in latency(gen, critic, args.tasks[0], args.ks, args.latency_reps).items():
+                    lat[(policy, k)] = v
+            for k in args.ks:
+                for task in args.tasks:
+                    if (policy, seed, k, task) in done:
+                        continue
+                    m = evaluate(gen, critic, task, k, out, args)
+                    r = {
+                        "policy": policy,
+                        "seed": seed,
+                        "k": k,
+                        "task": task,
+                        "success_rate": m["success_rate"],
+                        "episodes": m["episodes"],
+                        "plan_sample_ms": m.get("plan_sample_ms"),
+                        "plan_score_ms": m.get("plan_score_ms"),
+                        "temperature": args.temperature,
+                    }
+                    done[(policy, seed, k, task)] = r
+                    with results_path.open("a") as f:
+                        f.write(json.dumps(r) + "\n")
+                    print(json.dumps(r), flush=True)
+
+    cells: dict[tuple[str, int], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in done.values():
+        if r["task"] in args.tasks:
+            cells[(r["policy"], r["k"])][r["seed"]].append(r["success_rate"])
+    print(
+        f"\nMT{len(args.tasks)} average success on {args.episodes} unseen episodes per task (eval seed {EVAL_SEED}); "
+        f"K = 1 is the generalist without V-GPS; β = {args.temperature}; one {args.algo} critic for all; "
+        f"latency: batch 1, 1 thread, load average {os.getloadavg()[0]:.1f}"
+    )
+    print("| policy | K | success per seed | mean | re-plan ms | added ms / control step |")
+    print("|---|---|---|---|---|---|")
+    for (policy, k), per_seed in sorted(cells.items()):
+        means = [float(np.mean(v)) for _, v in sorted(per_seed.items()) if len(v) == len(args.tasks)]
+        if not means:
+            continue
+        lt = lat.get((policy, k), {})
+        plan = f"{lt['plan_ms']:.1f}" if lt else "-"
+        added = f"{lt['added_ms_per_step']:.2f}" if lt else "-"
+        print(
+            f"| {policy} | {k} | {', '.join(f'{m:.2f}' for m in means)} | {np.mean(means):.2f} | {plan} | {added} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

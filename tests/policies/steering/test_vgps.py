@@ -1,0 +1,212 @@
+"""V-GPS faithfulness: limits (K=1, β=0, β→∞), softmax(Q/β) selection frequencies (χ²), monotonicity in K
+under an oracle Q, frozen weights, which action is scored, and a black-box (remote-style) policy."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from policy_testkit import ACTION_DIM, STATE_DIM, TINY, obs_window, randomize
+
+from policies.checkpoint import state_dict_hash
+from policies.registry import make_policy
+from policies.rl import NormalizedCritic
+from policies.steering.vgps import VGPSPolicy, select
+
+# χ² critical values at p = 0.001 (df = K - 1): a correct sampler fails this 1 time in 1000.
+CHI2_CRIT_001 = {3: 16.266, 7: 24.322}
+
+
+class Client:
+    """A black-box policy like a remote client: ``sample(obs, noise)`` + ``reset()`` only.
+
+    The chunk is the noise itself (or a seeded draw), so tests control exactly which candidates exist.
+    """
+
+    def __init__(self, horizon: int = 4, action_dim: int = 2, seed: int = 0) -> None:
+        self.horizon, self.action_dim = horizon, action_dim
+        self.gen = torch.Generator().manual_seed(seed)
+        self.calls: list[int] = []
+        self.resets = 0
+
+    def sample(self, obs: dict, noise: torch.Tensor | None = None) -> torch.Tensor:
+        b = next(iter(obs.values())).shape[0]
+        self.calls.append(b)
+        if noise is None:
+            noise = torch.randn(b, self.horizon, self.action_dim, generator=self.gen)
+        return torch.as_tensor(noise).clone()
+
+    def reset(self) -> None:
+        self.resets += 1
+
+
+class PlantedQ:
+    """Q(s, a) = table[round(a[..., 0, 0])]: candidate k carries the value k in its first executed action."""
+
+    action_steps = 1
+
+    def __init__(self, table: list[float]) -> None:
+        self.table = torch.tensor(table)
+        self.calls = 0
+
+    def score(self, obs: dict, action: torch.Tensor, task_id: object = None) -> torch.Tensor:
+        self.calls += 1
+        return self.table[action[:, 0, 0].round().long()]
+
+
+def _indexed_noise(b: int, k: int, horizon: int = 4, action_dim: int = 2) -> torch.Tensor:
+    """(B, K, Tp, Da) noise whose candidate k is the constant k (so the chosen chunk reveals its index)."""
+    return torch.arange(k, dtype=torch.float32).view(1, k, 1, 1).expand(b, k, horizon, action_dim).clone()
+
+
+def _obs(b: int) -> dict:
+    return {"state": torch.zeros(b, 2, 3)}
+
+
+def test_k1_is_exactly_the_base_policy_and_never_calls_the_critic(shape_meta, stats) -> None:
+    policy = make_policy("flow", shape_meta, stats, **TINY, num_inference_steps=3)
+    randomize(policy)
+    critic = PlantedQ([0.0])
+    steered = VGPSPolicy(policy, critic, samples=1, temperature=1.0)
+    obs = obs_window(3)
+    noise = torch.randn(3, *policy.noise_shape)
+    assert torch.equal(steered.sample(obs, noise), policy.sample(obs, noise))
+    # act(): same RNG stream, same queue/history conventions -> bit-identical actions over two re-plans
+    steps = [{"state": torch.randn(3, STATE_DIM)} for _ in range(2 * policy.config.n_action_steps + 1)]
+    torch.manual_seed(7)
+    policy.reset()
+    base = [policy.act(o) for o in steps]
+    torch.manual_seed(7)
+    steered.reset()
+    ours = [steered.act(o) for o in steps]
+    for a, b in zip(base, ours, strict=True):
+        assert torch.equal(a, b)
+    assert critic.calls == 0
+
+
+def test_beta_zero_is_the_argmax_and_large_beta_is_uniform() -> None:
+    table = [0.3, 2.0, -1.0, 1.5]
+    client = Client()
+    steered = VGPSPolicy(client, PlantedQ(table), samples=4, temperature=0.0, n_obs_steps=1, n_action_steps=2)
+    chosen = steered.sample(_obs(5), _indexed_noise(5, 4))
+    assert (chosen[:, 0, 0] == 1).all()  # index of the max of the table
+    assert client.calls == [20]  # one call for all B·K candidates (one round trip for a remote client)
+    # β → ∞: a uniform pick among the samples (the base distribution)
+    n = 40000
+    wide = VGPSPolicy(Client(), PlantedQ(table), samples=4, temperature=1e9, n_obs_steps=1, n_action_steps=2)
+    counts = np.bincount(wide.sample(_obs(n), _indexed_noise(n, 4))[:, 0, 0].long().numpy(), minlength=4)
+    chi2 = ((counts - n / 4) ** 2 / (n / 4)).sum()
+    assert chi2 < CHI2_CRIT_001[3], counts
+
+
+@pytest.mark.parametrize("beta", [0.5, 2.0])
+def test_selection_frequencies_match_softmax_q_over_beta(beta: float) -> None:
+    table = [0.0, 1.0, -0.5, 0.7, 2.0, -2.0, 0.2, 1.1]
+    k, n = len(table), 40000
+    steered = VGPSPolicy(
+        Client(), PlantedQ(table), samples=k, temperature=beta, n_obs_steps=1, n_action_steps=2
+    )
+    counts = np.bincount(steered.sample(_obs(n), _indexed_noise(n, k))[:, 0, 0].long().numpy(), minlength=k)
+    expected = n * torch.softmax(torch.tensor(table, dtype=torch.float64) / beta, 0).numpy()
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert chi2 < CHI2_CRIT_001[k - 1], (counts, expected)
+    # the test has power: the same counts are far from softmax at another temperature
+    wrong = n * torch.softmax(torch.tensor(table, dtype=torch.float64) / (2 * beta), 0).numpy()
+    assert ((counts - wrong) ** 2 / wrong).sum() > 10 * CHI2_CRIT_001[k - 1]
+
+
+def test_select_rejects_negative_temperature() -> None:
+    with pytest.raises(ValueError, match="temperature"):
+        select(torch.zeros(2, 3), -1.0)
+
+
+def test_expected_oracle_q_is_non_decreasing_in_k() -> None:
+    """Nested candidates (the first K of 32 draws): argmax can only improve; softmax improves in expectation."""
+    b, kmax = 4000, 32
+    target = torch.tensor([0.4, -0.2])
+
+    class Oracle:
+        action_steps = 1
+
+        def score(self, obs: dict, action: torch.Tensor, task_id: object = None) -> torch.Tensor:
+            return -((action[:, 0] - target) ** 2).sum(-1)
+
+    draws = torch.randn(b, kmax, 4, 2, generator=torch.Generator().manual_seed(0))
+    for beta in (0.0, 0.1):
+        means = []
+        for k in (1, 2, 4, 8, 16, 32):
+            steered = VGPSPolicy(
+                Client(), Oracle(), samples=k, temperature=beta, n_obs_steps=1, n_action_steps=2
+            )
+            noise = draws[:, :k] if k > 1 else draws[:, 0]
+            means.append(float(Oracle().score({}, steered.sample(_obs(b), noise)).mean()))
+        assert all(b2 >= b1 - 1e-9 for b1, b2 in itertools.pairwise(means)), (beta, means)
+        assert means[-1] > means[0] + 0.5  # and steering actually helps
+
+
+def test_frozen_weights_target_network_min_over_heads(shape_meta, stats) -> None:
+    torch.manual_seed(0)
+    policy = make_policy("diffusion", shape_meta, stats, **TINY, num_inference_steps=2)
+    randomize(policy)
+    critic = NormalizedCritic(
+        shape_meta, n_obs_steps=2, action_steps=1, stats=stats, hidden=[16], num_critics=3
+    )
+    critic.requires_grad_(False)
+    with torch.no_grad():
+        for p in critic.q_target.parameters():  # target differs from the online net
+            p.add_(torch.randn_like(p))
+    before = (state_dict_hash(policy), state_dict_hash(critic))
+    steered = VGPSPolicy(policy, critic, samples=8, temperature=0.5).eval()
+    for _ in range(3 * policy.config.n_action_steps):
+        steered.act({"state": np.random.randn(2, STATE_DIM).astype(np.float32)})
+    steered.reset([0])
+    steered.act({"state": np.zeros((2, STATE_DIM), np.float32)})
+    assert (state_dict_hash(policy), state_dict_hash(critic)) == before
+    # scores are min over heads of the *target* network
+    obs, act = obs_window(5), torch.rand(5, 1, ACTION_DIM) * 2 - 1
+    feats, a = critic.features(obs), critic.normalize_action(act)
+    assert torch.allclose(critic.score(obs, act), critic.q_target(feats, a).min(0).values)
+    assert not torch.allclose(critic.score(obs, act), critic.q(feats, a).min(0).values)
+
+
+def test_scored_span_first_action_or_whole_chunk() -> None:
+    """``first`` scores the first executed row only; ``chunk`` all Ta executed rows (To-1 .. To-1+Ta-1)."""
+    seen = {}
+
+    class Spy:
+        def __init__(self, steps: int) -> None:
+            self.action_steps = steps
+
+        def score(self, obs: dict, action: torch.Tensor, task_id: object = None) -> torch.Tensor:
+            seen[self.action_steps] = action.clone()
+            return torch.zeros(action.shape[0])
+
+    chunk = torch.arange(6.0).view(1, 1, 6, 1).expand(1, 2, 6, 1).clone()  # rows 0..5
+    VGPSPolicy(Client(6, 1), Spy(1), samples=2, score="first", n_obs_steps=2, n_action_steps=3).sample(
+        _obs(1), chunk
+    )
+    VGPSPolicy(Client(6, 1), Spy(3), samples=2, score="chunk", n_obs_steps=2, n_action_steps=3).sample(
+        _obs(1), chunk
+    )
+    assert seen[1][0, :, 0].tolist() == [1.0]
+    assert seen[3][0, :, 0].tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="score='chunk' needs a critic over 3"):
+        VGPSPolicy(Client(), Spy(1), samples=2, score="chunk", n_obs_steps=1, n_action_steps=3)
+
+
+def test_black_box_client_acts_with_its_own_queue_and_per_env_resets() -> None:
+    client = Client(horizon=4, action_dim=2)
+    with pytest.raises(ValueError, match="n_obs_steps"):
+        VGPSPolicy(client, PlantedQ([0.0]), samples=2)
+    steered = VGPSPolicy(client, PlantedQ([0.0] * 8), samples=3, n_obs_steps=2, n_action_steps=2)
+    obs = {"state": np.zeros((2, 3), np.float32)}
+    a = [steered.act(obs) for _ in range(5)]
+    assert all(x.shape == (2, 2) and isinstance(x, np.ndarray) for x in a)
+    assert client.calls == [6, 6, 6]  # re-plans at steps 0, 2, 4 for both rows, K=3 candidates each
+    steered.reset([1])  # only row 1 re-plans next step
+    steered.act(obs)
+    assert client.calls[-1] == 3
+    steered.reset()
+    assert client.resets == 1
