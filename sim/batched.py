@@ -19,6 +19,7 @@ Info layout after ``step`` (all arrays have a leading (B,) axis):
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 from sim.chunking import ActionChunkWrapper
 from sim.errors import check_choice
 from sim.history import ObsHistoryWrapper
+from sim.isaac import IMPLS, TorchBatchedEnv, make_isaac_env  # imports no Isaac package
 from sim.metaworld_env import MetaWorldEnv, check_seed, episode_seed
 from sim.randomization import RandomizationConfig, as_config
 
@@ -272,7 +274,9 @@ def make_env(
     reward: str = "dense",
     obs_history: int | None = None,
     randomization: RandomizationConfig | dict[str, Any] | None = None,
-) -> BatchedEnv:
+    impl: str = "cpu",
+    **isaac_kwargs: Any,
+) -> BatchedEnv | TorchBatchedEnv:
     """Build the batched env of a Meta-World v3 task (the one entry point scripts and tests use).
 
     ``obs``: "state" | "image" | "state+image"; ``cameras`` name Meta-World cameras (image obs only);
@@ -281,7 +285,15 @@ def make_env(
     observation is the window of the last To observations, (B, To, ...) (steering code over chunked envs);
     ``randomization``: a ``sim.RandomizationConfig`` or dict (configs/randomization/*.yaml) of per-episode
     domain randomization, noise and actuation latency; None (or all-nominal) changes nothing.
+    ``impl``: "cpu" (this) or an Isaac backend, "isaaclab" | "isaacgym" (MuJoCo Playground's switch): then
+    ``task`` is an Isaac task id, ``isaac_kwargs`` go to ``sim.isaac.make_isaac_env`` and outputs are numpy
+    unless ``output="torch"``; Meta-World-only options must keep their defaults.
     """
+    check_choice("impl", impl, IMPLS)
+    if impl != "cpu":
+        return _make_isaac(task, impl, num_envs, seed, action_chunk, obs_history, isaac_kwargs, locals())
+    if isaac_kwargs:
+        raise TypeError(f"make_env got unexpected arguments {sorted(isaac_kwargs)} for impl='cpu'")
     return BatchedEnv(
         task,
         num_envs=num_envs,
@@ -296,4 +308,41 @@ def make_env(
         vectorization=vectorization,
         obs_history=obs_history,
         randomization=randomization,
+    )
+
+
+def _make_isaac(
+    task: str,
+    impl: str,
+    num_envs: int,
+    seed: int,
+    action_chunk: int | None,
+    obs_history: int | None,
+    isaac_kwargs: dict[str, Any],
+    given: dict[str, Any],
+) -> TorchBatchedEnv:
+    """``make_env`` for the Isaac backends: refuse Meta-World-only options rather than ignore them."""
+    defaults = inspect.signature(make_env).parameters
+    for name in (
+        "obs",
+        "max_episode_steps",
+        "terminate_on_success",
+        "vectorization",
+        "reward",
+        "randomization",
+    ):
+        if given[name] != defaults[name].default:
+            raise ValueError(
+                f"make_env({name}={given[name]!r}) is not valid with impl={impl!r}: it is a Meta-World option; "
+                f"leave it at {defaults[name].default!r} (Isaac tasks set it in their own env cfg)"
+            )
+    kwargs = {"output": "numpy", **isaac_kwargs}
+    return make_isaac_env(
+        task,
+        impl=impl,
+        num_envs=num_envs,
+        seed=seed,
+        action_chunk=action_chunk,
+        obs_history=obs_history,
+        **kwargs,
     )

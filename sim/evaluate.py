@@ -19,6 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from sim.batched import BatchedEnv
+from sim.isaac.base import to_numpy
 from sim.metaworld_env import check_seed, episode_seed
 from sim.video import DEFAULT_FPS, write_video
 
@@ -123,6 +124,8 @@ def evaluate(
         while len(results) < episodes:
             action = _actions(policy, obs, env)
             obs, _, terminated, truncated, info = env.step(action)
+            # Torch backends (sim.isaac) return device tensors: the bookkeeping below is numpy.
+            terminated, truncated, info = to_numpy((terminated, truncated, info))
             env_steps += int(info["steps_executed"].sum()) if "steps_executed" in info else num_envs
             ep_success |= info["success"]
             finished = np.nonzero(terminated | truncated)[0]
