@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install test test-all lint demo clean
+.PHONY: install test test-all lint typecheck demo clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -17,9 +17,19 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) typecheck
 	$(PY) -m ruff check .
 	$(PY) -m pytest
+
+# mypy on sim/isaac ([tool.mypy] in pyproject.toml). isaacgym-stubs 1.1rc4 declares two properties named
+# `lambda` (a keyword, so no parser accepts the file): check against a copy with them renamed `lambda_`.
+TYPINGS := $(VENV)/isaacgym-typings
+typecheck: $(STAMP)
+	@mkdir -p $(TYPINGS)/isaacgym
+	@stubs=$$($(PY) -c 'import importlib.metadata as m; print(m.distribution("isaacgym-stubs").locate_file("isaacgym-stubs"))') \
+	  && sed 's/def lambda(/def lambda_(/' "$$stubs/gymapi.pyi" > $(TYPINGS)/isaacgym/gymapi.pyi \
+	  && echo 'from . import gymapi as gymapi' > $(TYPINGS)/isaacgym/__init__.pyi
+	MYPYPATH=$(TYPINGS) $(PY) -m mypy
 
 test-all: $(STAMP)
 	$(PY) -m pytest -m ''
@@ -32,3 +42,20 @@ demo: $(STAMP)
 
 clean:
 	rm -rf $(VENV) runs outputs
+
+# Optional GPU backend (sim/gpu: MuJoCo Warp) in its own environment; not part of `make test`.
+GPU_VENV ?= .venv-gpu
+GPU_PY := $(GPU_VENV)/bin/python
+GPU_STAMP := $(GPU_VENV)/.installed
+.PHONY: gpu-env gpu-test
+
+$(GPU_STAMP): requirements-gpu.txt
+	@test -x $(GPU_PY) || python3 -m venv $(GPU_VENV)
+	$(GPU_PY) -m pip install -q -r requirements-gpu.txt
+	$(GPU_PY) -m pip install -q --no-deps metaworld==3.1.1
+	@touch $(GPU_STAMP)
+
+gpu-env: $(GPU_STAMP)
+
+gpu-test: $(GPU_STAMP)
+	PYTHONPATH=. $(GPU_PY) -m pytest tests/sim/gpu
