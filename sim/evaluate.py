@@ -19,7 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from sim.batched import BatchedEnv
-from sim.isaac.base import to_numpy
+from sim.lockstep import to_numpy
 from sim.metaworld_env import check_seed, episode_seed
 from sim.video import DEFAULT_FPS, write_video
 

@@ -9,22 +9,26 @@ Meta-World's observation box, the settled-hand reset (``_reset_hand``: 50 contro
 ``hand_init_pos`` with the gripper open) and seeded per-episode initial states. Tasks subclass
 ``WarpSawyerEnv`` and supply the reset distribution, reward and success (``sim/gpu/reach.py``, ``sim/gpu/push.py``).
 
-Protocol (docs/architecture.md, as sim.BatchedEnv, with torch tensors on ``device``): ``reset(seed) ->
-{"state": (B, 39)}``, ``step(action (B, 4)) -> obs, reward (B,), terminated (B,), truncated (B,), info``;
-finished worlds auto-reset in the same call (gymnasium's SAME_STEP mode); ``info["final_obs"]`` holds the
-true next observation of every world; ``info["episode_seed"]`` the seed of each world's current episode.
+Protocol: ``WarpSawyerEnv`` is a ``sim.lockstep.TorchBatchedEnv`` (the lockstep protocol shared with the
+Isaac backends), so it has the same auto-reset, info layout, ``action_chunk`` (B, Ta, 4),
+``obs_history`` (B, To, 39) and ``output`` ("torch" | "numpy") as every batched env, and ``sim.evaluate``
+and the steering loops run on it unchanged: ``reset(seed) -> {"state": (B, 39)}``, ``step(action (B, 4))
+-> obs, reward (B,), terminated (B,), truncated (B,), info`` with Meta-World's reward terms in ``info``.
+This module supplies only the simulator: ``_sim_reset`` / ``_sim_step``.
 
 Episode seeds: ``reset(seed=s)`` gives world i the episode seed ``sim.episode_seed(s, i)`` (the same seeds
-the CPU env uses) and each auto-reset the next seed of world i's own stream. An initial state is a
-function of its episode seed alone (a counter-based hash, so it does not depend on B or the device), but
-it is *not* the CPU env's initial state for that seed (Meta-World draws from numpy's generator): the
-distribution is the same, the samples differ.
+the CPU env uses), ``reset(seed=[s_0, ..., s_B-1])`` exactly those, and each auto-reset the next seed queued
+for world i (``queue_episode_seeds``, as ``sim.evaluate`` does) or else the next of its own stream. An
+initial state is a function of its episode seed alone (a counter-based hash, so it does not depend on B or
+the device), but it is *not* the CPU env's initial state for that seed (Meta-World draws from numpy's
+generator): the distribution is the same, the samples differ.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,8 @@ import mujoco_warp as mjw
 import numpy as np
 import torch
 import warp as wp
+
+from sim.lockstep import SimStep, TorchBatchedEnv
 
 FRAME_SKIP = 5  # SawyerXYZEnv's frame_skip
 ACTION_SCALE = 0.01  # SawyerXYZEnv's action_scale: metres of mocap motion per unit action
@@ -172,8 +178,12 @@ def next_seed(seeds: torch.Tensor) -> torch.Tensor:
     return _splitmix64(seeds ^ np.int64(0x5DEECE66D)) & 0xFFFFFFFF
 
 
-class WarpSawyerEnv:
-    """Batched Meta-World Sawyer task on MuJoCo Warp; subclasses define the task (see the module docstring)."""
+class WarpSawyerEnv(TorchBatchedEnv):
+    """Batched Meta-World Sawyer task on MuJoCo Warp; subclasses define the task (see the module docstring).
+
+    The protocol (chunking, history, bookkeeping) comes from ``TorchBatchedEnv``, so the GPU backend behaves
+    exactly as the Isaac ones and DSRL/EXPO/``sim.evaluate`` need no GPU-specific code.
+    """
 
     XML: str = ""  # asset path under metaworld/assets
     TASK: str = ""
@@ -196,6 +206,9 @@ class WarpSawyerEnv:
         max_episode_steps: int | None = None,
         terminate_on_success: bool = True,
         reward: str = "dense",
+        action_chunk: int | None = None,
+        obs_history: int | None = None,
+        output: str = "torch",
     ) -> None:
         from sim.errors import check_choice
         from sim.metaworld_env import check_seed
@@ -216,6 +229,17 @@ class WarpSawyerEnv:
             self.device = torch.device("cuda", torch.cuda.current_device())
         if self.device.type not in ("cpu", "cuda"):
             raise ValueError(f"device={device!r} is not valid: expected 'cpu' or 'cuda[:N]'")
+        super().__init__(
+            task=self.TASK,
+            num_envs=num_worlds,
+            obs_dim=OBS_DIM,
+            action_dim=4,
+            device=self.device,
+            action_chunk=action_chunk,
+            obs_history=obs_history,
+            output=output,
+            max_episode_steps=self.max_episode_steps,
+        )
         self.wp_device = wp.get_device(str(self.device))
 
         self.model = load_sawyer_model(metaworld_asset(self.XML))
@@ -289,10 +313,9 @@ class WarpSawyerEnv:
         self.goal = torch.zeros(B, 3, **f32)  # (B, 3) each world's target
         self.obj_init_pos = torch.zeros(B, 3, **f32)  # (B, 3)
         self._prev = torch.zeros(B, 18, **f32)  # (B, 18) previous frame of the observation
-        self.episode_seeds = torch.full((B,), -1, dtype=torch.int64, device=dev)  # (B,)
-        self._steps = torch.zeros(B, dtype=torch.int64, device=dev)  # (B,)
-        self._return = torch.zeros(B, dtype=torch.float32, device=dev)  # (B,)
-        self._needs_reset = True
+        self.episode_seeds = torch.full((B,), -1, dtype=torch.int64, device=dev)  # (B,) torch, unlike CPU's
+        self._steps = torch.zeros(B, dtype=torch.int64, device=dev)  # (B,) for the time limit
+        self._queued: list[deque[int]] = [deque() for _ in range(B)]  # per world: seeds of later episodes
         self._graph: Any = None
 
     # ----------------------------------------------------------------- task hooks
@@ -395,7 +418,6 @@ class WarpSawyerEnv:
         self.obj_init_pos[idx] = obj
         self.episode_seeds[idx] = seeds[idx]
         self._steps[idx] = 0
-        self._return[idx] = 0.0
 
     def set_state(
         self,
@@ -405,7 +427,7 @@ class WarpSawyerEnv:
         goal: torch.Tensor,
         qacc_warmstart: torch.Tensor | None = None,
         ctrl: torch.Tensor | None = None,
-    ) -> dict[str, torch.Tensor]:
+    ) -> dict[str, Any]:
         """Start every world's episode from a given state (e.g. one recorded from CPU Meta-World).
 
         Shapes: qpos (B, nq), qvel (B, nv), mocap_pos (B, 3), goal (B, 3), qacc_warmstart (B, nv), ctrl (B, nu).
@@ -431,26 +453,24 @@ class WarpSawyerEnv:
         self.goal[:] = f(goal)
         self.obj_init_pos[:] = self._qpos[:, self.OBJ_QPOS]
         self._steps.zero_()
-        self._return.zero_()
-        self._needs_reset = False
-        return self._reset_obs(torch.ones(B, dtype=torch.bool, device=self.device))
+        self._clear_queue()
+        return self._begin(self._reset_obs(torch.ones(B, dtype=torch.bool, device=self.device)))
 
-    def _reset_obs(self, mask: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Kinematics, then the reset observation [frame, frame, goal] for worlds ``mask`` (B,)."""
+    def _reset_obs(self, mask: torch.Tensor) -> torch.Tensor:
+        """Kinematics, then the reset observation [frame, frame, goal] (B, 39) for worlds ``mask`` (B,)."""
         self._kinematics()
         frame = self._current_frame()  # (B, 18)
         self._prev = torch.where(mask[:, None], frame, self._prev)
-        return {"state": torch.cat([frame, self._prev, self.goal], dim=-1)}  # (B, 39)
+        return torch.cat([frame, self._prev, self.goal], dim=-1)  # (B, 39)
 
-    def reset(self, seed: int | None = None) -> dict[str, torch.Tensor]:
-        """Reset every world; returns {"state": (B, 39)} float32 on ``device``.
+    def _sim_reset(self, seed: int | None) -> torch.Tensor:
+        """Reset every world; returns obs (B, 39) float32 on ``device``.
 
         ``seed=int``: world i gets episode seed ``sim.episode_seed(seed, i)``; None: the next seed of each
         world's stream (from the construction seed on the first call).
         """
         from sim.metaworld_env import check_seed, episode_seed
 
-        B = self.num_worlds
         if seed is None and self._needs_reset:
             seed = self.seed
         if seed is None:
@@ -458,37 +478,54 @@ class WarpSawyerEnv:
         else:
             s = check_seed(seed)
             seeds = torch.tensor(
-                [episode_seed(s, i) for i in range(B)], dtype=torch.int64, device=self.device
+                [episode_seed(s, i) for i in range(self.num_worlds)], dtype=torch.int64, device=self.device
             )
-        every = torch.ones(B, dtype=torch.bool, device=self.device)
+        return self._reset_all(seeds)
+
+    def _sim_reset_envs(self, seeds: list[int]) -> torch.Tensor:
+        """Reset world i from episode seed ``seeds[i]`` exactly (``sim.evaluate``'s per-env seeds): (B, 39)."""
+        from sim.metaworld_env import check_seed
+
+        return self._reset_all(
+            torch.tensor([check_seed(s) for s in seeds], dtype=torch.int64, device=self.device)
+        )
+
+    def _reset_all(self, seeds: torch.Tensor) -> torch.Tensor:
+        """New episodes in every world from seeds (B,); a full reset drops queued seeds. Returns (B, 39)."""
+        every = torch.ones(self.num_worlds, dtype=torch.bool, device=self.device)
+        self._clear_queue()
         self._reset_worlds(every, seeds)
-        self._needs_reset = False
         return self._reset_obs(every)
 
-    # ----------------------------------------------------------------- step
-    def step(
-        self, action: torch.Tensor
-    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """One control step of every world with ``action`` (B, 4) in [-1, 1]; finished worlds auto-reset.
+    # ----------------------------------------------------------------- episode seeds
+    def _sim_episode_seeds(self) -> torch.Tensor:
+        """(B,) the seed of each world's current episode (``info["episode_seed"]``, ``sim.evaluate``)."""
+        return self.episode_seeds
 
-        Returns obs {"state": (B, 39)}, reward (B,) float32, terminated (B,), truncated (B,) bool and info
-        (``success``, ``episode_length``, ``episode_return``, Meta-World's reward terms: all (B,) and
-        describing this step; ``final_obs``/``_final_obs``; ``episode_seed`` of each world's episode now).
-        """
-        if self._needs_reset:
-            raise RuntimeError(
-                f"{type(self).__name__}.step called before reset(): call env.reset(seed=...) first"
-            )
-        action = torch.as_tensor(action, device=self.device, dtype=torch.float32)
-        if tuple(action.shape) != (self.num_worlds, 4):
-            raise ValueError(
-                f"action of shape {tuple(action.shape)} is not valid: expected ({self.num_worlds}, 4)"
-            )
-        if not torch.isfinite(action).all():
-            bad = (~torch.isfinite(action)).any(-1).nonzero()[:, 0].tolist()
-            raise ValueError(
-                f"action has NaN/inf entries for worlds {bad}: expected finite values in [-1, 1]"
-            )
+    def queue_episode_seeds(self, seeds_by_env: dict[int, list[int]]) -> None:
+        """Seeds for world i's next auto-resets, in order (``sim.evaluate``); a reset clears the queues."""
+        for i, seeds in seeds_by_env.items():
+            if not 0 <= int(i) < self.num_worlds:
+                raise ValueError(f"queue_episode_seeds got env {i}: expected 0..{self.num_worlds - 1}")
+            self._queued[int(i)].extend(int(s) for s in seeds)
+
+    def _clear_queue(self) -> None:
+        for queue in self._queued:
+            queue.clear()
+
+    def _auto_reset_seeds(self, done: torch.Tensor) -> torch.Tensor:
+        """(B,) seeds for the worlds ``done`` (B,) starts: queued ones first, else each stream's next."""
+        seeds = next_seed(self.episode_seeds)  # (B,)
+        if any(self._queued):
+            for i in done.nonzero()[:, 0].tolist():
+                if self._queued[i]:
+                    seeds[i] = self._queued[i].popleft()
+        return seeds
+
+    # ----------------------------------------------------------------- step
+    def _sim_step(self, action: torch.Tensor) -> SimStep:
+        """One control step of every world with ``action`` (B, 4), clipped to [-1, 1]; finished worlds
+        auto-reset. ``terms`` carries Meta-World's reward terms (B,) of this step."""
         action = action.clamp(-1.0, 1.0)  # (B, 4)
         target = self._mocap_pos[:, 0] + action[:, :3] * ACTION_SCALE  # (B, 3)
         self._mocap_pos[:, 0] = torch.maximum(torch.minimum(target, self._mocap_high), self._mocap_low)
@@ -504,31 +541,36 @@ class WarpSawyerEnv:
         dense, success, terms = self._evaluate(obs, action)
         reward = dense if self.reward_mode == "dense" else success.float() - 1.0  # (B,)
         self._steps += 1
-        self._return += reward
         terminated = success & self.terminate_on_success
         truncated = (self._steps >= self.max_episode_steps) & ~terminated
         done = terminated | truncated  # (B,)
-        info: dict[str, Any] = {
-            "success": success,
-            "episode_length": self._steps.clone(),
-            "episode_return": self._return.clone(),
-            **terms,
-            "final_obs": {"state": obs},
-            "_final_obs": done,
-        }
-        out = {"state": obs}
+        out = obs
         if bool(done.any()):
-            self._reset_worlds(done, next_seed(self.episode_seeds))
-            out = {"state": torch.where(done[:, None], self._reset_obs(done)["state"], obs)}
-        info["episode_seed"] = self.episode_seeds.clone()
-        return out, reward, terminated, truncated, info
+            self._reset_worlds(done, self._auto_reset_seeds(done))
+            out = torch.where(done[:, None], self._reset_obs(done), obs)
+        return SimStep(
+            obs=out,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=obs,
+            success=success,
+            terms=terms,
+        )
 
-    def close(self) -> None:
+    def _sim_close(self) -> None:
         """Release the captured graph (warp frees device arrays with the env)."""
         self._graph = None
 
+    def start_recording(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError(
+            f"{type(self).__name__} does not record videos: evaluate with the CPU env "
+            "(sim.make_env(..., impl='cpu')) to write videos"
+        )
+
     def __repr__(self) -> str:
+        chunk = f", action_chunk={self.action_chunk}" if self.action_chunk else ""
         return (
             f"{type(self).__name__}(num_worlds={self.num_worlds}, device={str(self.device)!r}, "
-            f"max_episode_steps={self.max_episode_steps})"
+            f"max_episode_steps={self.max_episode_steps}{chunk})"
         )

@@ -24,8 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium as gym
 import torch
 
-from sim.isaac.base import SimStep, TorchBatchedEnv
 from sim.isaac.install import require
+from sim.lockstep import SimStep, TorchBatchedEnv
 
 
 class ObservationManagerAPI(Protocol):
