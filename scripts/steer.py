@@ -58,10 +58,11 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     from policies.checkpoint import find_checkpoint, read_checkpoint_config, state_dict_hash
     from policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
     from policies.steering.expo import EXPO, EXPOConfig, bc_windows, run_expo
-    from policies.steering.loop import OnlineRunConfig
+    from policies.steering.loop import OnlineRunConfig, resolve_device
     from policies.steering.scratch import SCRATCH, make_scratch_base
 
     torch.set_num_threads(int(cfg.threads))
+    device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
     algo = _algo(cfg)
     if algo == "expo" and cfg.base == SCRATCH:
         raise ValueError(
@@ -79,9 +80,9 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         with sim.make_env(task, num_envs=1, obs="state") as probe:
             state_dim = int(probe.single_observation_space["state"].shape[0])
             action_dim = int(probe.single_action_space.shape[0])
-        base = make_scratch_base(state_dim, action_dim, int(cfg.scratch_chunk))
+        base = make_scratch_base(state_dim, action_dim, int(cfg.scratch_chunk)).to(device)
     else:
-        base = load_policy(cfg.base, which=cfg.which)
+        base = load_policy(cfg.base, which=cfg.which, device=device)
         if getattr(base, "name", "") == "streaming":
             raise ValueError(
                 f"{algo.upper()} needs a stateless noise->chunk map: use a diffusion or flow base, not streaming"
@@ -121,7 +122,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             offline = chunk_transitions(str(cfg.offline), keys, to, exec_steps, reward=str(cfg.run.reward))
             offline["taken"] = offline.pop("action")
             bc = bc_windows(str(cfg.offline), keys, to, base.config.horizon, ta)
-        agent = EXPO(base, obs_dim, expo_cfg, obs_keys=keys, bc_offline=bc)
+        agent = EXPO(base, obs_dim, expo_cfg, obs_keys=keys, bc_offline=bc, device=device)
         run_loop = run_expo
     elif cfg.offline:
         if cfg.variant != "na":
@@ -139,10 +140,14 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             slice(to - 1, to - 1 + ta),
             DSRLConfig(variant=cfg.variant, **OmegaConf.to_container(cfg.dsrl)),
             obs_keys=keys,
+            device=device,
         )
         run_loop = run_dsrl
     run_cfg = OnlineRunConfig(
-        env_steps=int(cfg.env_steps), seed=int(cfg.seed), **OmegaConf.to_container(cfg.run)
+        env_steps=int(cfg.env_steps),
+        seed=int(cfg.seed),
+        device=str(device),
+        **OmegaConf.to_container(cfg.run),
     )
 
     def eval_fn(policy: Any) -> dict[str, Any]:

@@ -56,7 +56,8 @@ class CriticEnsemble(nn.Module):
     ) -> torch.Tensor:
         """Combine heads (E, B) → (B,): ``min``, ``mean``, or the min of a random ``subset`` of heads."""
         if subset is not None and subset < q.shape[0]:
-            idx = torch.randperm(q.shape[0], generator=generator, device="cpu")[:subset].to(q.device)
+            where = generator.device if generator is not None else torch.device("cpu")  # a CUDA generator
+            idx = torch.randperm(q.shape[0], generator=generator, device=where)[:subset].to(q.device)
             q = q[idx]
         if how == "min":
             return q.min(dim=0).values

@@ -62,7 +62,9 @@ class ReplayBuffer:
         """``batch_size`` transitions drawn uniformly with replacement."""
         if self.size == 0:
             raise RuntimeError("cannot sample from an empty replay buffer")
-        idx = torch.randint(0, self.size, (batch_size,), generator=generator).to(self.device)
+        # Indices come from the generator's own device (the loop's generator lives on the training device).
+        where = generator.device if generator is not None else torch.device("cpu")
+        idx = torch.randint(0, self.size, (batch_size,), generator=generator, device=where).to(self.device)
         return {k: v[idx] for k, v in self.data.items()}
 
     def state_dict(self) -> dict[str, torch.Tensor]:

@@ -85,6 +85,7 @@ class DSRL(nn.Module):
         exec_slice: slice,
         config: DSRLConfig | None = None,
         obs_keys: tuple[str, ...] = ("state",),
+        device: str | torch.device = "cpu",
     ) -> None:
         super().__init__()
         self.config = cfg = config or DSRLConfig()
@@ -120,6 +121,11 @@ class DSRL(nn.Module):
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.temperature_opt = torch.optim.Adam(self.temperature.parameters(), lr=cfg.temperature_lr)
+        # The training device: networks (in place, so the optimizers keep their parameters) and the shared base.
+        self.device = torch.device(device)
+        self.to(self.device)
+        if isinstance(base, nn.Module):
+            base.to(self.device)
 
     # ----------------------------------------------------------------------------------------- acting
     def features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -151,7 +157,7 @@ class DSRL(nn.Module):
 
     def random_latent(self, batch: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """Warm-up latents: N(0, I), unclipped for NA; clipped to the bound for SAC (as the reference)."""
-        w = torch.randn(batch, self.latent_dim, generator=generator)
+        w = torch.randn(batch, self.latent_dim, generator=generator, device=self.device)
         return (
             w if self.config.variant == "na" else w.clamp(-self.config.latent_bound, self.config.latent_bound)
         )
@@ -223,7 +229,7 @@ class DSRL(nn.Module):
     ) -> dict[str, float]:
         """NA distillation: Q^W_i(s, w) ← Q^A_i(s, π_dp(s, w)), w ~ N(0, I) unclipped, online Q^A."""
         s = self.features(obs)
-        w = torch.randn(s.shape[0], self.latent_dim, generator=generator)
+        w = torch.randn(s.shape[0], self.latent_dim, generator=generator, device=self.device)
         with torch.no_grad():
             target = self.critic(s, self.decode(obs, w).flatten(1))  # (E, B)
         loss = 0.5 * F.mse_loss(self.noise_critic(s, w), target, reduction="none").mean(dim=1).sum()

@@ -129,6 +129,7 @@ class EXPO(nn.Module):
         config: EXPOConfig | None = None,
         obs_keys: tuple[str, ...] = ("state",),
         bc_offline: dict[str, torch.Tensor] | None = None,
+        device: str | torch.device = "cpu",
     ) -> None:
         super().__init__()
         self.config = cfg = config or EXPOConfig()
@@ -178,10 +179,13 @@ class EXPO(nn.Module):
         bc_spec = {f"obs/{k}": (tuple(base.shape_meta["obs"][k]["shape"]), torch.float32) for k in obs_keys}
         bc_spec = {k: ((to, *shape), dt) for k, (shape, dt) in bc_spec.items()}
         bc_spec["action"] = (self.noise_shape, torch.float32)
-        self.bc_online = ReplayBuffer(cfg.bc_buffer_size, bc_spec)
+        # The training device: networks, both base copies (in place: optimizers keep their parameters), BC replays.
+        self.device = torch.device(device)
+        self.to(self.device)
+        self.bc_online = ReplayBuffer(cfg.bc_buffer_size, bc_spec, self.device)
         self.bc_offline: ReplayBuffer | None = None
         if bc_offline is not None and len(bc_offline["action"]):
-            self.bc_offline = ReplayBuffer(len(bc_offline["action"]), bc_spec)
+            self.bc_offline = ReplayBuffer(len(bc_offline["action"]), bc_spec, self.device)
             self.bc_offline.add(**{k: bc_offline[k] for k in bc_spec})
         self._episodes: dict[int, tuple[list[dict[str, torch.Tensor]], list[torch.Tensor]]] = {}
 
@@ -209,7 +213,9 @@ class EXPO(nn.Module):
         cfg = self.config
         b, n = next(iter(obs.values())).shape[0], cfg.num_samples
         rep = {k: obs[k].repeat_interleave(n, dim=0) for k in self.obs_keys}  # (B·N, To, D)
-        noise = torch.randn(b * n, *self.noise_shape, generator=generator)  # (B·N, Tp, Da)
+        noise = torch.randn(
+            b * n, *self.noise_shape, generator=generator, device=self.device
+        )  # (B·N, Tp, Da)
         chunks = torch.as_tensor(base.sample(rep, noise=noise))  # (B·N, Tp, Da)
         a = chunks[:, self.exec_slice].reshape(b, n, self.action_dim)  # (B, N, d)
         if not cfg.edits:
@@ -230,7 +236,7 @@ class EXPO(nn.Module):
         q = self.critic_target(s, cands.reshape(b * c, d))  # (E, B·C)
         q = self.critic_target.reduce(q, "min", subset=self.config.num_min_qs, generator=generator)
         idx = q.reshape(b, c).argmax(dim=1)  # (B,)
-        return cands[torch.arange(b), idx], idx
+        return cands[torch.arange(b, device=cands.device), idx], idx
 
     @torch.no_grad()
     def policy_action(
@@ -362,7 +368,7 @@ class EXPO(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Uniform random actions in [−1, 1] (the reference's ``start_training`` steps)."""
         b = next(iter(obs.values())).shape[0]
-        a = torch.rand(b, self.action_dim, generator=generator) * 2 - 1  # (B, d)
+        a = torch.rand(b, self.action_dim, generator=generator, device=self.device) * 2 - 1  # (B, d)
         return a, self.to_chunk(a)
 
     def explore(
@@ -438,7 +444,7 @@ def episode_windows(
     t0 = torch.tensor([0] + [len(a) for a in actions[:-1]]).cumsum(0)  # (J,) step index of each MDP step
     idx = (t0[:, None] - before + torch.arange(horizon)[None]).clamp(0, len(acts) - 1)  # (J, Tp)
     out = {f"obs/{k}": torch.stack([s[k] for s in starts]) for k in starts[0]}  # (J, To, ...)
-    out["action"] = acts[idx]  # (J, Tp, Da)
+    out["action"] = acts[idx.to(acts.device)]  # (J, Tp, Da)
     return out
 
 
@@ -471,7 +477,7 @@ class OTFPolicy(ReplannedPolicy):
     def _plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
         agent = self.agent
         a = agent.policy_action(obs, agent.base_ema, deterministic=True)  # (n, d)
-        plan = torch.zeros(a.shape[0], *agent.noise_shape)  # (n, Tp, Da); only the executed rows are read
+        plan = torch.zeros(a.shape[0], *agent.noise_shape, device=a.device)  # (n, Tp, Da); executed rows read
         plan[:, agent.exec_slice] = agent.to_chunk(a)
         return plan
 

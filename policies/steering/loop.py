@@ -18,6 +18,27 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+DEVICES = ("cpu", "cuda", "auto")
+
+
+def resolve_device(name: str | torch.device) -> torch.device:
+    """The training device for ``device=cpu | cuda[:N] | auto`` (auto: cuda when available).
+
+    Fails early with the value and the valid choices, instead of deep inside the first tensor op.
+    """
+    text = str(name)
+    kind = text.split(":", 1)[0]
+    if kind not in DEVICES or (kind != "cuda" and ":" in text):
+        raise ValueError(f"device={text!r} is not known: expected one of {DEVICES} (or cuda:N)")
+    if kind == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"device={text!r} needs CUDA, which this torch build / machine does not have: "
+            f"expected one of {DEVICES} (device=auto picks cuda only when available)"
+        )
+    return torch.device(text)
+
 
 @dataclass
 class OnlineRunConfig:
@@ -36,8 +57,10 @@ class OnlineRunConfig:
     seed: int = 0
     max_minutes: float | None = None
     progress: bool = True
+    device: str = "cpu"  # cpu | cuda | auto: learner, replay buffers and the loop's generator live there
 
     def __post_init__(self) -> None:
+        resolve_device(self.device)  # a clear error at configuration time
         if self.reward not in ("sparse", "dense"):
             raise ValueError(f"reward={self.reward!r} is not known: expected 'sparse' or 'dense'")
         if not 0.0 <= self.offline_ratio <= 1.0:
@@ -196,14 +219,21 @@ def run_online(
     from policies.train.trainer import get_rng_state, set_rng_state
 
     out = Path(out_dir)
+    device = resolve_device(cfg.device)  # the learner was built there (DSRL/EXPO ``device=``)
+    built = getattr(learner, "device", device)
+    if torch.device(built).type != device.type:
+        raise ValueError(
+            f"the learner lives on {built} but the run's device={cfg.device!r}: build it with device={device.type!r}"
+        )
     keys = learner.obs_keys
     spec = transition_spec(env.single_observation_space, keys, learner.taken_dim)
-    buffer = ReplayBuffer(cfg.buffer_size, spec)
+    buffer = ReplayBuffer(cfg.buffer_size, spec, device)
     offline_buf = None
     if offline is not None:
-        offline_buf = ReplayBuffer(len(offline["reward"]), spec)
+        offline_buf = ReplayBuffer(len(offline["reward"]), spec, device)
         offline_buf.add(**offline)
-    gen = torch.Generator().manual_seed(cfg.seed)
+    # The loop's generator lives on the training device, so sampling there needs no host round trip.
+    gen = torch.Generator(device=device).manual_seed(cfg.seed)
     counters = {"env_steps": 0, "transitions": 0, "updates": 0, "episodes": 0, "pending_updates": 0.0}
     history: list[dict[str, float]] = []
     best: dict[str, float] = {"success_rate": -1.0, "env_steps": 0}
@@ -220,7 +250,18 @@ def run_online(
         history = list(ck.extra["history"])
         best.update(ck.extra.get("best", {}))
         set_rng_state(ck.extra["rng"])
-        gen.set_state(ck.extra["generator"])
+        saved = torch.as_tensor(ck.extra["generator"], dtype=torch.uint8)
+        if saved.numel() == gen.get_state().numel():
+            gen.set_state(saved)
+        else:  # written on another device kind (CPU Mersenne Twister vs CUDA Philox): not an exact resume
+            import warnings
+
+            warnings.warn(
+                f"resume on device={device.type}: the checkpoint's generator state is from another device kind; "
+                "reseeding it (the run continues, but not bit-for-bit)",
+                stacklevel=2,
+            )
+            gen.manual_seed(cfg.seed + 7919 * int(counters["transitions"]))
 
     def save() -> None:
         modules: dict[str, Any] = {"agent": learner.state_dict(), "buffer": buffer.state_dict()}
@@ -275,12 +316,12 @@ def run_online(
     while counters["env_steps"] < cfg.env_steps:
         if cfg.max_minutes is not None and time.perf_counter() - start > 60 * cfg.max_minutes:
             break
-        obs_t = {k: torch.as_tensor(obs[k], dtype=torch.float32) for k in keys}
+        obs_t = {k: torch.as_tensor(obs[k], dtype=torch.float32, device=device) for k in keys}  # once a step
         if counters["transitions"] < cfg.warmup_chunks:
             taken, chunk = learner.warmup_action(obs_t, gen)
         else:
             taken, chunk = learner.explore(obs_t, gen)
-        next_obs, reward, terminated, truncated, info = env.step(chunk.numpy())
+        next_obs, reward, terminated, truncated, info = env.step(chunk.cpu().numpy())
         steps = np.asarray(info["steps_executed"])
         success = np.asarray(info["success"], dtype=bool)
         r = np.where(success, 0.0, -1.0) if cfg.reward == "sparse" else np.asarray(reward, dtype=np.float64)
@@ -288,10 +329,13 @@ def run_online(
         real_next = final_obs(info, next_obs, done_any, keys)
         buffer.add(
             **{f"obs/{k}": obs_t[k] for k in keys},
-            **{f"next_obs/{k}": torch.as_tensor(real_next[k], dtype=torch.float32) for k in keys},
+            **{
+                f"next_obs/{k}": torch.as_tensor(real_next[k], dtype=torch.float32, device=device)
+                for k in keys
+            },
             taken=taken,
-            reward=torch.as_tensor(r, dtype=torch.float32),
-            done=torch.as_tensor(np.asarray(terminated), dtype=torch.float32),
+            reward=torch.as_tensor(r, dtype=torch.float32, device=device),
+            done=torch.as_tensor(np.asarray(terminated), dtype=torch.float32, device=device),
         )
         learner.observe(obs_t, chunk, steps, done_any)
         counters["env_steps"] += int(steps.sum())

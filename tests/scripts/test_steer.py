@@ -159,6 +159,19 @@ def test_bad_input_is_a_clear_error(setup):
     assert p.returncode != 0 and "needs variant=sac" in p.stderr
 
 
+def test_steer_device_auto_runs_and_a_bad_device_is_a_clear_error(setup):
+    """device=auto is cuda where there is one, cpu here; a typo fails before anything is loaded."""
+    work, _, base = setup
+    p = _run("scripts.steer", f"base={base}", "device=tpu", "out=bad_device", *TINY_STEER, cwd=work)
+    assert p.returncode != 0 and "device='tpu' is not known" in p.stderr and "'cuda', 'auto'" in p.stderr
+    p = _run("scripts.steer", f"base={base}", "device=auto", "out=auto_device", *TINY_STEER, cwd=work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    m = json.loads((work / "auto_device" / "metrics.json").read_text())
+    assert m["updates"] > 0 and m["success_rate"] is not None
+    p = _eval("auto_device", "eval_auto_device", work, "which=latest")  # loads on CPU, whatever it ran on
+    assert p.returncode == 0, p.stderr[-3000:]
+
+
 TINY_EXPO = [
     "algo=expo",
     "env_steps=96",
