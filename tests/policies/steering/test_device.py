@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
+from policy_testkit import tiny_steering_base
 
 import policies.rl
 import sim
-from policies import make_policy
 from policies.rl import ReplayBuffer
 from policies.steering.dsrl import DSRL, DSRLConfig, DSRLRunConfig, run_dsrl
 from policies.steering.expo import EXPO, EXPOConfig
@@ -19,29 +18,7 @@ TO, TA, TP, DA, SD = 2, 4, 8, 4, 39
 
 
 def _base() -> torch.nn.Module:
-    """A tiny diffusion base on reach-v3's state (as test_dsrl_loop's)."""
-    shape_meta = {"obs": {"state": {"shape": [SD], "type": "low_dim"}}, "action": {"shape": [DA]}}
-    stats = {
-        k: {
-            "min": -np.ones(d, np.float32),
-            "max": np.ones(d, np.float32),
-            "mean": np.zeros(d, np.float32),
-            "std": np.ones(d, np.float32),
-        }
-        for k, d in (("state", SD), ("action", DA))
-    }
-    torch.manual_seed(0)
-    return make_policy(
-        "diffusion",
-        shape_meta,
-        stats,
-        n_obs_steps=TO,
-        horizon=TP,
-        n_action_steps=TA,
-        mlp_hidden_dim=32,
-        mlp_n_blocks=1,
-        num_inference_steps=2,
-    ).eval()
+    return tiny_steering_base(to=TO, tp=TP, ta=TA, state_dim=SD, action_dim=DA)
 
 
 def _agent(base: torch.nn.Module, device: str | torch.device = "cpu") -> DSRL:

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 import torch
+from policy_testkit import tiny_steering_base
 
 import sim
-from policies import make_policy
 from policies.checkpoint import state_dict_hash
 from policies.steering.dsrl import DSRL, DSRLConfig, DSRLRunConfig, SteeredPolicy, run_dsrl
 
@@ -18,28 +18,7 @@ TO, TA = 2, 4
 
 
 def _base():
-    shape_meta = {"obs": {"state": {"shape": [39], "type": "low_dim"}}, "action": {"shape": [4]}}
-    stats = {
-        k: {
-            "min": -np.ones(d, np.float32),
-            "max": np.ones(d, np.float32),
-            "mean": np.zeros(d, np.float32),
-            "std": np.ones(d, np.float32),
-        }
-        for k, d in (("state", 39), ("action", 4))
-    }
-    torch.manual_seed(0)
-    return make_policy(
-        "diffusion",
-        shape_meta,
-        stats,
-        n_obs_steps=TO,
-        horizon=8,
-        n_action_steps=TA,
-        mlp_hidden_dim=32,
-        mlp_n_blocks=1,
-        num_inference_steps=2,
-    ).eval()
+    return tiny_steering_base(to=TO, tp=8, ta=TA)
 
 
 def _agent(base, variant="na"):

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from policy_testkit import tiny_steering_base
 from torch import nn
 
 import sim
-from policies import make_policy
 from policies.data.sequence import SequenceDataset
 from policies.rl import CriticEnsemble, ReplayBuffer, TanhGaussianActor
 from policies.steering.expo import EXPO, EXPOConfig, episode_windows, run_expo
@@ -23,23 +23,7 @@ TO, TA, TP, DA, SD = 2, 4, 8, 4, 39
 
 
 def _base() -> nn.Module:
-    shape_meta = {"obs": {"state": {"shape": [SD], "type": "low_dim"}}, "action": {"shape": [DA]}}
-    stats = {
-        k: {"min": -np.ones(d), "max": np.ones(d), "mean": np.zeros(d), "std": np.ones(d)}
-        for k, d in (("state", SD), ("action", DA))
-    }
-    torch.manual_seed(0)
-    return make_policy(
-        "diffusion",
-        shape_meta,
-        stats,
-        n_obs_steps=TO,
-        horizon=TP,
-        n_action_steps=TA,
-        mlp_hidden_dim=32,
-        mlp_n_blocks=1,
-        num_inference_steps=2,
-    ).eval()
+    return tiny_steering_base(to=TO, tp=TP, ta=TA, state_dim=SD, action_dim=DA)
 
 
 def _agent(base: nn.Module | None = None, **kw) -> EXPO:
