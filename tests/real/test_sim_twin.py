@@ -115,9 +115,12 @@ def test_server_dying_mid_episode_stops_the_arm_and_keeps_data(twin: SimTwinRobo
     with open_dataset(tmp_path / "ep.hdf5") as demos:
         assert demos.num_episodes == 1 and demos.episode(0)["attrs"]["status"] == "error"
         assert len(demos.episode(0)["actions"]) >= 3
-    # the twin stopped stepping: its observation stream went quiet
-    seq = twin.get_observation().seq
+    # the twin stopped stepping: its observation stream went quiet. An observation the twin sent before it
+    # read the stop message may still be on the wire (seen on a loaded machine), so let the link drain for
+    # 0.1 s first; a twin still stepping at 80 Hz would then advance ~16 observations in the next 0.2 s.
     time.sleep(0.1)
+    seq = twin.get_observation().seq
+    time.sleep(0.2)
     assert twin.get_observation().seq == seq
     loop.close()
     client.close()
