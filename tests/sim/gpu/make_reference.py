@@ -1,12 +1,14 @@
-"""Record reference rollouts from CPU Meta-World (reach-v3, push-v3) for the MuJoCo Warp parity tests.
+"""Record reference rollouts from CPU Meta-World (reach-v3, push-v3, pick-place-v3) for the Warp parity tests.
 
 Run from the repository root with the main environment: ``.venv/bin/python
-tests/sim/gpu/make_reference.py [--tasks reach-v3 push-v3]``. Writes ``tests/sim/gpu/data/<task>_reference.npz``
-(e.g. ``reach_v3_reference.npz``): per episode
-the initial state after Meta-World's reset (qpos, qvel, mocap_pos, qacc_warmstart, ctrl, goal), the
-actions, and the observations, rewards and success flags Meta-World returned. The first ``EXPERT``
-episodes follow Meta-World's scripted expert (actions from the CPU observations), the rest uniform random
-actions in [-1, 1] (gripper included). The parity test replays them in ``.venv-gpu`` (mujoco-warp).
+tests/sim/gpu/make_reference.py [--tasks reach-v3 push-v3 pick-place-v3]``. Writes
+``tests/sim/gpu/data/<task>_reference.npz`` (e.g. ``reach_v3_reference.npz``): per episode the initial state
+after Meta-World's reset (qpos, qvel, mocap_pos, qacc_warmstart, ctrl, goal), the actions, and the
+observations, rewards and success flags Meta-World returned; since pick-place-v3 also the state after every
+step (``qpos_traj``) and the ``grasp_reward`` / ``in_place_reward`` info terms, so the reward can be checked
+from the very same states (the reach/push references were recorded before and lack them). The first
+``EXPERT`` episodes follow Meta-World's scripted expert (actions from the CPU observations), the rest uniform
+random actions in [-1, 1] (gripper included). The parity test replays them in ``.venv-gpu`` (mujoco-warp).
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ import numpy as np
 
 from sim.tasks import expert_policy_class, make_metaworld_env
 
-TASKS = ("reach-v3", "push-v3")
+TASKS = ("reach-v3", "push-v3", "pick-place-v3")
 SEEDS = (0, 1, 2, 3, 4, 5)  # episode seeds (MetaWorldEnv semantics: env.seed(s); env.reset())
 EXPERT = 4  # episodes 0..EXPERT-1 follow the scripted expert
-STEPS = 100  # control steps per episode (the experts' longest successes: reach 86, push 74 steps)
+STEPS = 100  # control steps per episode (the experts' longest successes: reach 86, push 74, pick-place 62)
 DATA = Path(__file__).parent / "data"
 
 
@@ -38,7 +40,8 @@ def record(
     policy = expert_policy_class(task)()
     rng = np.random.default_rng(12345)
     keys = ("qpos", "qvel", "mocap_pos", "qacc_warmstart", "ctrl", "goal", "obs0", "actions", "obs")
-    out: dict[str, list[np.ndarray]] = {k: [] for k in (*keys, "reward", "success")}
+    per_step = ("qpos_traj", "reward", "grasp_reward", "in_place_reward")
+    out: dict[str, list[np.ndarray]] = {k: [] for k in (*keys, *per_step, "success")}
     for e, seed in enumerate(seeds):
         env.seed(int(seed))
         obs, _ = env.reset()
@@ -49,21 +52,22 @@ def record(
         out["ctrl"].append(env.data.ctrl.copy())
         out["goal"].append(np.asarray(env._target_pos, dtype=np.float64).copy())
         out["obs0"].append(obs.copy())
-        acts, obss, rews, succ = [], [], [], []
+        episode: dict[str, list] = {k: [] for k in ("actions", "obs", *per_step, "success")}
         for _ in range(steps):
             if e < expert:
                 action = np.clip(policy.get_action(obs), -1.0, 1.0)
             else:
                 action = rng.uniform(-1.0, 1.0, 4)
             obs, reward, _, _, info = env.step(action)
-            acts.append(action)
-            obss.append(obs.copy())
-            rews.append(reward)
-            succ.append(bool(info["success"]))
-        out["actions"].append(np.asarray(acts))
-        out["obs"].append(np.asarray(obss))
-        out["reward"].append(np.asarray(rews))
-        out["success"].append(np.asarray(succ))
+            episode["actions"].append(action)
+            episode["obs"].append(obs.copy())
+            episode["qpos_traj"].append(env.data.qpos.copy())
+            episode["reward"].append(reward)
+            episode["grasp_reward"].append(info["grasp_reward"])
+            episode["in_place_reward"].append(info["in_place_reward"])
+            episode["success"].append(bool(info["success"]))
+        for key, values in episode.items():
+            out[key].append(np.asarray(values))
     env.close()
     arrays = {k: np.asarray(v, dtype=np.float32) for k, v in out.items() if k != "success"}
     arrays["success"] = np.asarray(out["success"], dtype=bool)  # (E, T)
