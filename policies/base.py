@@ -152,6 +152,10 @@ class GenerativePolicy(nn.Module, ABC):
         self._clear_act_state()
 
     # ------------------------------------------------------------------ construction helpers
+    def _position_levels(self) -> bool:
+        """Whether the denoiser takes one noise level per chunk position (B, Tp) instead of one per sample."""
+        return self.per_position_levels
+
     def _build_denoiser(self) -> nn.Module:
         c = self.config
         if c.backbone == "mlp":
@@ -163,7 +167,7 @@ class GenerativePolicy(nn.Module, ABC):
                 c.mlp_n_blocks,
                 c.time_embed_dim,
                 c.mlp_cond_mode,
-                self.per_position_levels,
+                self._position_levels(),
                 c.level_embed_dim,
             )
         return ConditionalUnet1D(
@@ -175,7 +179,7 @@ class GenerativePolicy(nn.Module, ABC):
             c.unet_kernel_size,
             c.unet_n_groups,
             c.unet_cond_predict_scale,
-            self.per_position_levels,
+            self._position_levels(),
             c.level_embed_dim,
         )
 
@@ -295,12 +299,54 @@ class GenerativePolicy(nn.Module, ABC):
     def _sample_normalized(self, cond: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """Deterministic map (cond (B, G), noise (B, Tp, Da)) -> normalised action chunk (B, Tp, Da)."""
 
-    def sample(self, obs: ObsLike, noise: Any = None) -> torch.Tensor:
-        """Action chunk (B, Tp, Da) in raw units; with ``noise`` given, a deterministic function of (obs, noise)."""
+    # Policies that can condition a chunk on its known first actions (``sample(..., prefix=)``).
+    supports_prefix: bool = False
+
+    def _sample_normalized_prefix(
+        self, cond: torch.Tensor, noise: torch.Tensor, prefix: torch.Tensor
+    ) -> torch.Tensor:
+        """Like ``_sample_normalized`` with chunk positions [0, P) pinned to ``prefix`` (B, P, Da), normalised."""
+        raise NotImplementedError(f"policy {self.name!r} cannot condition on an action prefix")
+
+    def sample(self, obs: ObsLike, noise: Any = None, prefix: Any = None) -> torch.Tensor:
+        """Action chunk (B, Tp, Da) in raw units; with ``noise`` given, a deterministic function of (obs, noise).
+
+        ``prefix`` (B, P, Da) raw actions, P <= Tp: the chunk's first P actions are already decided (the past
+        actions of the obs window and those in flight to the robot); the returned chunk starts with them and
+        its rest is sampled consistent with them by inpainting (real-time chunking's idea: a plan made from a
+        stale observation must continue what the robot will execute meanwhile). Policies with
+        ``supports_prefix`` only; P = 0 is the plain sample.
+        """
         with torch.no_grad():
             cond = self.encode_obs(obs)  # (B, G)
-            x0 = self._sample_normalized(cond, self._noise(noise, cond.shape[0]))  # (B, Tp, Da)
+            n = self._noise(noise, cond.shape[0])  # (B, Tp, Da)
+            pre = self._prefix(prefix, cond.shape[0])
+            if pre is None:
+                x0 = self._sample_normalized(cond, n)  # (B, Tp, Da)
+            else:
+                x0 = self._sample_normalized_prefix(cond, n, pre)
+                x0[:, : pre.shape[1]] = pre  # exactly the given actions
             return self.normalizer.unnormalize("action", x0)
+
+    def _prefix(self, prefix: Any, batch: int) -> torch.Tensor | None:
+        """Raw prefix (B, P, Da) -> normalised tensor, or None for no prefix; clear errors for bad input."""
+        if prefix is None:
+            return None
+        p = torch.as_tensor(prefix, device=self._device, dtype=torch.float32)
+        tp = self.config.horizon
+        if p.ndim != 3 or p.shape[0] != batch or p.shape[2] != self.action_dim or p.shape[1] > tp:
+            raise ValueError(
+                f"prefix has shape {tuple(p.shape)}, expected (B, P, Da) = ({batch}, P <= {tp}, {self.action_dim})"
+            )
+        if p.shape[1] == 0:
+            return None
+        if not self.supports_prefix:
+            raise ValueError(
+                f"policy {self.name!r} cannot condition on an action prefix (supported: diffusion, flow)"
+            )
+        if not torch.isfinite(p).all():
+            raise ValueError("prefix holds NaN/Inf")
+        return self.normalizer.normalize("action", p)
 
     def _prepare_batch(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """Raw batch -> (cond (B, G), normalised action (B, Tp, Da)); gradients flow into the encoder."""

@@ -44,9 +44,19 @@ class DiffusionConfig(PolicyConfig):
     prediction_type: str = "sample"  # "epsilon" | "sample" | "v_prediction"
     clip_sample: bool = True  # clamp predicted x0 to [-clip_sample_range, clip_sample_range]
     clip_sample_range: float = 1.0
+    # Training-time action conditioning (real-time chunking): with this probability a training chunk's first
+    # P actions (P uniform in [1, prefix_max]; 0 = horizon - 1) are given clean at noise level 0 and left out
+    # of the loss, so ``sample(prefix=)`` conditions on known actions exactly instead of by inpainting. > 0
+    # builds the denoiser on per-position levels (a different network; 0 keeps the plain one).
+    prefix_train_prob: float = 0.0
+    prefix_max: int = 0
 
     def validate(self) -> None:
         super().validate()
+        if not 0.0 <= self.prefix_train_prob <= 1.0:
+            raise ValueError(f"prefix_train_prob must be in [0, 1], got {self.prefix_train_prob}")
+        if not 0 <= self.prefix_max < self.horizon:
+            raise ValueError(f"prefix_max must be in [0, horizon={self.horizon}), got {self.prefix_max}")
         _check_choice("scheduler", self.scheduler, ("ddim", "ddpm"))
         _check_choice("prediction_type", self.prediction_type, ("epsilon", "sample", "v_prediction"))
         _check_choice("beta_schedule", self.beta_schedule, ("linear", "scaled_linear", "squaredcos_cap_v2"))
@@ -248,10 +258,41 @@ class DiffusionPolicy(GenerativePolicy):
         eps = torch.randn_like(x0)
         t = torch.randint(0, self.config.num_train_timesteps, (b,), device=x0.device)  # (B,)
         xt = self.noise_scheduler.add_noise(x0, eps, t)  # (B, Tp, Da)
-        pred = self.model(xt, t, cond)
-        target = self._target(x0, eps, t)
-        loss = F.mse_loss(pred, target)
+        if not self.prefix_conditioned:
+            pred = self.model(xt, t, cond)
+            loss = F.mse_loss(pred, self._target(x0, eps, t))
+            return loss, {"loss": float(loss.detach())}
+        # training-time action conditioning: known prefix positions clean at level 0, out of the loss
+        tp = x0.shape[1]
+        plen = self._train_prefix_lengths(b, x0.device)  # (B,)
+        known = torch.arange(tp, device=x0.device)[None] < plen[:, None]  # (B, Tp)
+        levels = torch.where(known, 0, t[:, None])  # (B, Tp)
+        xt = torch.where(known[..., None], x0, xt)
+        pred = self.model(xt, levels, cond)
+        err = (pred - self._target(x0, eps, t)).pow(2).mean(-1)  # (B, Tp)
+        free = (~known).float()
+        loss = (err * free).sum() / free.sum().clamp_min(1.0)
         return loss, {"loss": float(loss.detach())}
+
+    def _train_prefix_lengths(self, b: int, device: torch.device) -> torch.Tensor:
+        """Known-prefix length per training chunk (B,): uniform in [1, prefix_max] w.p. prefix_train_prob, else 0."""
+        pmax = self.config.prefix_max or self.config.horizon - 1
+        plen = torch.randint(1, pmax + 1, (b,), device=device)
+        return torch.where(torch.rand(b, device=device) < self.config.prefix_train_prob, plen, 0)
+
+    @property
+    def prefix_conditioned(self) -> bool:
+        """Trained with clean prefixes (``prefix_train_prob`` > 0): the denoiser takes per-position levels."""
+        return self.config.prefix_train_prob > 0 and not self.per_position_levels
+
+    def _position_levels(self) -> bool:
+        return self.per_position_levels or self.config.prefix_train_prob > 0
+
+    def _levels(self, t: torch.Tensor, b: int) -> torch.Tensor:
+        """The denoiser's timestep input for a shared step t: (B,) or, prefix-conditioned, (B, Tp)."""
+        if self.prefix_conditioned:
+            return t.reshape(1, 1).expand(b, self.config.horizon)
+        return t if b == 1 else t.expand(b)
 
     def _target(self, x0: torch.Tensor, eps: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         if self.config.prediction_type == "epsilon":
@@ -271,7 +312,33 @@ class DiffusionPolicy(GenerativePolicy):
         x = noise
         pt, clip, model = self.config.prediction_type, self._clip, self.model
         for t, (sa, sb, sap, sdir) in zip(ts, coefs):
-            out = model(x, t if b == 1 else t.expand(b), cond)  # (B, Tp, Da)
+            out = model(x, self._levels(t, b), cond)  # (B, Tp, Da)
+            x = ddim_update(x, out, sa, sb, sap, sdir, pt, clip)
+        return x
+
+    supports_prefix = True
+
+    def _sample_normalized_prefix(
+        self, cond: torch.Tensor, noise: torch.Tensor, prefix: torch.Tensor
+    ) -> torch.Tensor:
+        """DDIM conditioned on the first P actions (deterministic in (obs, noise, prefix), like ``ddim_sample``).
+
+        Prefix-conditioned policies see the known actions clean at level 0 (as trained); others inpaint by
+        replacement: before every denoiser call the first P positions of x_t are the known actions noised
+        to level t with the chunk's own noise, so the denoiser completes the rest around them."""
+        ts, coefs = self.ddim_table().steps(noise.device)
+        b, p = noise.shape[0], prefix.shape[1]
+        x = noise.clone()
+        pt, clip, model = self.config.prediction_type, self._clip, self.model
+        known = torch.arange(self.config.horizon, device=noise.device)[None] < p  # (1, Tp)
+        for t, (sa, sb, sap, sdir) in zip(ts, coefs):
+            if self.prefix_conditioned:
+                x[:, :p] = prefix
+                levels = torch.where(known, 0, t.reshape(1, 1)).expand(b, -1)  # (B, Tp)
+                out = model(x, levels, cond)
+            else:
+                x[:, :p] = sa * prefix + sb * noise[:, :p]  # q(x_t | prefix), (B, P, Da)
+                out = model(x, self._levels(t, b), cond)  # (B, Tp, Da)
             x = ddim_update(x, out, sa, sb, sap, sdir, pt, clip)
         return x
 
@@ -288,7 +355,7 @@ class DiffusionPolicy(GenerativePolicy):
         x = noise
         pt, clip, model = self.config.prediction_type, self._clip, self.model
         for t, (sa, sb, c0, c1, std) in zip(ts, coefs):
-            out = model(x, t if b == 1 else t.expand(b), cond)  # (B, Tp, Da)
+            out = model(x, self._levels(t, b), cond)  # (B, Tp, Da)
             if pt == "epsilon":
                 x0 = (x - sb * out) / sa
             elif pt == "sample":
@@ -302,10 +369,11 @@ class DiffusionPolicy(GenerativePolicy):
                 x = x + std * ddpm_noise(x, generator)
         return x
 
-    def sample(self, obs: Mapping[str, Any], noise: Any = None) -> torch.Tensor:
-        """(B, Tp, Da) raw actions. DDIM (deterministic in noise) unless scheduler="ddpm" and noise is None."""
-        if noise is not None or self.config.scheduler == "ddim":
-            return super().sample(obs, noise)
+    def sample(self, obs: Mapping[str, Any], noise: Any = None, prefix: Any = None) -> torch.Tensor:
+        """(B, Tp, Da) raw actions. DDIM (deterministic in noise) unless scheduler="ddpm" and noise and prefix
+        are None."""
+        if noise is not None or prefix is not None or self.config.scheduler == "ddim":
+            return super().sample(obs, noise, prefix)
         with torch.no_grad():
             cond = self.encode_obs(obs)
             x0 = self.ddpm_sample(cond, self._noise(None, cond.shape[0]))

@@ -85,6 +85,10 @@ class StreamingConfig(DiffusionConfig):
         super().validate()
         _check_choice("scheduler", self.scheduler, ("ddim",))
         _check_choice("buffer_init", self.buffer_init, ("zero", "denoise"))
+        if self.prefix_train_prob:
+            raise ValueError(
+                "prefix_train_prob is for diffusion policies: streaming already uses per-position levels"
+            )
         h = (self.horizon - (self.n_obs_steps - 1)) // self.n_action_steps
         if h < 1:
             raise ValueError("streaming needs horizon - (n_obs_steps-1) >= n_action_steps")
@@ -110,6 +114,9 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
     config_class = StreamingConfig
     config: StreamingConfig
     per_position_levels = True
+    supports_prefix = (
+        False  # its denoiser runs on per-position levels; the DDIM inpainting path does not apply
+    )
 
     def __init__(
         self, shape_meta: Mapping[str, Any], config: StreamingConfig, stats: Mapping[str, Any] | None = None
