@@ -38,6 +38,7 @@ def cell_args(args: argparse.Namespace, latency: float, mode: str, out: Path) ->
         f"robot.driver.rate_hz={args.rate_hz}",
         f"seed={args.seed}",
         f"blend={args.blend}",
+        f"inpaint={args.inpaint}",
         "progress=false",
         f"out={out}",
     ]
@@ -55,13 +56,18 @@ def main() -> None:
     ap.add_argument(
         "--blend", type=float, default=1.0, help="async: weight of the newer of two overlapping chunks"
     )
+    ap.add_argument(
+        "--inpaint", choices=("true", "false"), default="true",
+        help="async: condition each chunk on the actions already committed to the arm (real-time chunking)",
+    )  # fmt: skip
     ap.add_argument("--parallel", type=int, default=2, help="cells run at once (each is a twin + a policy)")
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench" / "deploy_latency"))
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
-    done = read_results(results_path, ("latency_ms", "mode", "rate_hz", "episodes", "blend"))
+    key = ("latency_ms", "mode", "rate_hz", "episodes", "blend", "inpaint")
+    done = read_results(results_path, key)
 
     ref_dir = out / "eval"
     if not (ref_dir / "metrics.json").exists():
@@ -76,14 +82,17 @@ def main() -> None:
     todo = []
     for latency in [float(x) for x in args.latencies.split(",")]:
         for mode in args.modes.split(","):
-            if (latency, mode, args.rate_hz, args.episodes, args.blend) not in done:
+            if (latency, mode, args.rate_hz, args.episodes, args.blend, args.inpaint) not in done:
                 todo.append((latency, mode))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     for i in range(0, len(todo), max(1, args.parallel)):
         batch = todo[i : i + args.parallel]
         procs = []
         for latency, mode in batch:
-            cell = out / f"lat{int(latency)}_{mode}_{int(args.rate_hz)}hz_blend{args.blend:g}"
+            cell = (
+                out
+                / f"lat{int(latency)}_{mode}_{int(args.rate_hz)}hz_blend{args.blend:g}_inpaint{args.inpaint}"
+            )
             log = (out / f"{cell.name}.log").open("w")
             procs.append((latency, mode, cell, log, subprocess.Popen(
                 [sys.executable, "-m", *cell_args(args, latency, mode, cell)], cwd=ROOT, env=env,
@@ -99,6 +108,7 @@ def main() -> None:
                 "rate_hz": args.rate_hz,
                 "episodes": m["episodes"],
                 "blend": args.blend,
+                "inpaint": args.inpaint,
                 "success_rate": m["success_rate"],
                 "mean_steps": m["mean_steps"],
                 "infer_ms": m["infer_ms_mean"],
@@ -109,14 +119,14 @@ def main() -> None:
             }
             with results_path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
-            done[(latency, mode, args.rate_hz, args.episodes, args.blend)] = row
+            done[(latency, mode, args.rate_hz, args.episodes, args.blend, args.inpaint)] = row
     rows = [
         r for k, r in sorted(done.items()) if k[2] == args.rate_hz and k[3] == args.episodes
-    ]  # all blends
+    ]  # all blends and inpaint settings
     print(
         f"reference robosteer-eval on {args.task}: success {ref['success_rate']:.2f} over {ref['episodes']} episodes"
     )
-    print(format_table(rows, ["latency_ms", "mode", "blend", "rate_hz", "episodes", "success_rate", "mean_steps", "infer_ms",
+    print(format_table(rows, ["latency_ms", "mode", "inpaint", "blend", "rate_hz", "episodes", "success_rate", "mean_steps", "infer_ms",
                               "stale_dropped", "held_ticks", "load"]))  # fmt: skip
 
 

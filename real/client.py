@@ -86,6 +86,7 @@ class PolicyClient:
         self.horizon = int(self.metadata["horizon"])
         self.action_dim = int(self.metadata["action_dim"])
         self.task = self.metadata.get("task")
+        self.supports_prefix = bool(self.metadata.get("supports_prefix", False))  # absent: an older server
 
     # ------------------------------------------------------------------ transport
     def _roundtrip(self, msg: dict[str, Any], expect: str) -> dict[str, Any]:
@@ -135,12 +136,19 @@ class PolicyClient:
         return self.last_timing["round_trip_ms"]
 
     # ------------------------------------------------------------------ the policy contract
-    def sample(self, obs: Mapping[str, Any], noise: Any = None) -> Any:
-        """Action chunk (B, Tp, Da) for an obs window {key: (B, To, ...)}; torch in -> torch out."""
+    def sample(self, obs: Mapping[str, Any], noise: Any = None, prefix: Any = None) -> Any:
+        """Action chunk (B, Tp, Da) for an obs window {key: (B, To, ...)}; torch in -> torch out.
+        ``prefix`` (B, P, Da): the chunk's known first actions, for servers announcing ``supports_prefix``."""
         torch_in = any(hasattr(v, "detach") for v in obs.values()) or hasattr(noise, "detach")
         msg: dict[str, Any] = {"type": "sample", "obs": {k: _numpy(v) for k, v in obs.items()}}
         if noise is not None:
             msg["noise"] = _numpy(noise).astype(np.float32, copy=False)
+        if prefix is not None:
+            if not self.supports_prefix:
+                raise ValueError(
+                    f"the policy served at {self.url} does not take a prefix (supports_prefix false)"
+                )
+            msg["prefix"] = _numpy(prefix).astype(np.float32, copy=False)
         actions = np.asarray(self._roundtrip(msg, expect="sample_result")["actions"], dtype=np.float32)
         if torch_in:
             import torch

@@ -7,10 +7,17 @@ Why it is shaped this way (diffusion_policy's real-robot runner, LeRobot's async
 - Chunks are planned in a worker thread, so the loop never blocks on inference or the network. In
   ``sync`` mode the arm holds while the next chunk is planned from an observation taken after the previous
   chunk finished (stop-and-think). In ``async`` mode the next chunk is requested while the current one
-  executes, as soon as no more future actions remain than the measured delay (or ``async_threshold``)
-  covers, and each chunk contributes Ta actions after its stale ones; its actions are stamped from
-  the observation's capture time, those whose time has passed are dropped (stale), and where two chunks
-  overlap they are blended (``blend`` = the weight of the newer chunk).
+  executes, when no more future actions remain than a request's measured round trip (in ticks, + 1; or
+  ``async_threshold``) covers, so it lands as the current one runs out; each chunk contributes Ta actions
+  after its stale ones; its actions are stamped from the observation's capture time, those whose time has
+  passed are dropped (stale), and where two chunks overlap they are blended (``blend`` = the weight of the
+  newer chunk).
+- Async plans are made from an observation that is old by the time their first action can execute (link
+  latency each way plus inference: 13 ticks at 150 ms and 80 Hz), and the arm meanwhile executes actions
+  already committed. With ``inpaint`` (policies with ``supports_prefix``) each request passes those actions,
+  the executed ones of the obs window and the in-flight and scheduled ones, as the chunk's prefix, and the
+  policy samples the rest consistent with them (real-time chunking, Black et al. 2025, by inpainting), so a
+  plan continues the motion the arm is making instead of the one it would have planned 13 ticks ago.
 - Every failure (policy server gone, policy stalled or returning NaN, robot link lost, watchdog stop)
   stops the arm, keeps the steps recorded so far, and is reported as :class:`DeployError` with its cause.
 """
@@ -58,6 +65,7 @@ class RuntimeConfig:
     max_steps: int | None = None  # control ticks per episode (None: the robot's episode end, else 1000)
     obs_timeout_s: float = 1.0  # the latest observation older than this aborts the episode
     noise: str = "random"  # random: fresh noise per chunk | episode: one sample reused by every chunk
+    inpaint: bool = True  # async: condition each chunk on the committed actions (supports_prefix policies)
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -134,6 +142,11 @@ class ControlLoop:
         self.to = int(policy.n_obs_steps)
         self.ta = int(policy.n_action_steps)
         horizon = int(policy.horizon)
+        self.horizon = horizon
+        self.action_dim = int(robot.action_spec.shape[0])
+        self.inpaint = (
+            config.mode == "async" and config.inpaint and bool(getattr(policy, "supports_prefix", False))
+        )
         self.max_chunk = horizon - self.to + 1  # actions from the current obs on
         self.max_actions = min(int(config.max_actions or self.ta), self.max_chunk)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunk-planner")
@@ -143,10 +156,28 @@ class ControlLoop:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     # ------------------------------------------------------------------ planning
-    def _plan(self, window: dict[str, np.ndarray], noise: np.ndarray | None) -> tuple[np.ndarray, float]:
+    def _plan(
+        self, window: dict[str, np.ndarray], noise: np.ndarray | None, prefix: np.ndarray | None = None
+    ) -> tuple[np.ndarray, float]:
         t0 = time.perf_counter()
-        chunk = np.asarray(self.policy.sample(window, noise=noise), dtype=np.float64)[0]  # (Tp, Da)
+        if prefix is not None and len(prefix):
+            out = self.policy.sample(window, noise=noise, prefix=prefix[None].astype(np.float32))
+        else:
+            out = self.policy.sample(window, noise=noise)
+        chunk = np.asarray(out, dtype=np.float64)[0]  # (Tp, Da)
         return chunk, 1e3 * (time.perf_counter() - t0)
+
+    def _prefix(
+        self, known: dict[int, np.ndarray], src_slot: int, until: int, hold: np.ndarray
+    ) -> np.ndarray:
+        """The committed actions of a chunk planned from the obs of ``src_slot``, up to slot ``until`` (where
+        its own actions take over): chunk index i executes at slot src_slot + 2 - To + i (index To - 1 right
+        after the obs); a slot with nothing sent or scheduled is a hold (the robot holds when no command is
+        due). At most Tp - 1 long, so at least one action is sampled. (P, Da)."""
+        first = src_slot + 2 - self.to
+        n = max(0, min(until - first, self.horizon - 1))
+        out = [known.get(first + i, hold) for i in range(n)]
+        return np.asarray(out, dtype=np.float64).reshape(n, self.action_dim)  # (P, Da)
 
     def _window(self, hist: deque[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         frames = list(hist)
@@ -165,13 +196,14 @@ class ControlLoop:
         infer_ms: list[float] = []
         obs_age_ms: list[float] = []
         schedule: dict[int, np.ndarray] = {}  # slot -> action; slot time = t0 + slot * dt
+        sent: dict[int, np.ndarray] = {}  # slot -> command sent for it (the last Tp slots; inpainting)
         hist: deque[dict[str, np.ndarray]] = deque(maxlen=self.to)
         pending: tuple[Future, Observation, int, float] | None = None
         lead = max(
             0, math.ceil(((robot.command_latency_s() if cfg.lead_s is None else cfg.lead_s) - 1e-9) / self.dt)
         )
         last_slot_sent = -1  # sync: slot of the last action of the executing chunk
-        delay_ticks: float | None = None  # async: smoothed obs-to-first-executable-action delay, in ticks
+        rt_ticks: float | None = None  # async: smoothed ticks from a chunk request to its arrival
         success, status, last_seq = False, "timeout", -1
         noise = None
         if cfg.noise == "episode":
@@ -258,14 +290,17 @@ class ControlLoop:
                         stats["chunks"] += 1
                         # ticks from the chunk's observation to its first executable action: the delay to beat
                         delay = tick + lead - round((src.timestamp - t0) / self.dt) - 1
-                        delay_ticks = delay if delay_ticks is None else 0.7 * delay_ticks + 0.3 * delay
+                        rt = tick - req_tick
+                        rt_ticks = rt if rt_ticks is None else 0.7 * rt_ticks + 0.3 * rt
                         n_use = self.max_actions
                         if cfg.mode == "async" and cfg.max_actions is None:
                             n_use = min(
                                 self.ta + max(delay, 0), self.max_chunk
                             )  # Ta actions after the stale ones
                         chunk = chunk[self.to - 1 : self.to - 1 + n_use]  # (n, Da) from the current obs on
-                        if cfg.mode == "sync":
+                        if cfg.mode == "sync" or stats["chunks"] == 1:
+                            # sync, or an episode's first chunk: the arm held still since the obs, so the
+                            # plan is still current when it lands; it starts at the first slot reachable
                             first = tick + lead
                             slots = [first + j for j in range(len(chunk))]
                         else:
@@ -286,17 +321,32 @@ class ControlLoop:
                 if pending is None:
                     remaining = sum(1 for s in schedule if s >= tick + lead)
                     if cfg.mode == "async":
-                        # auto: request when what is left just covers the measured delay, so the next chunk
-                        # lands as this one runs out (each chunk then runs indices ~delay .. delay + Ta - 1)
-                        threshold = cfg.async_threshold or math.ceil(delay_ticks or lead) + 1
+                        # auto: request when what is left just covers a request's round trip, so the next
+                        # chunk lands as this one runs out (each chunk then runs indices ~delay .. delay + Ta - 1)
+                        threshold = (
+                            cfg.async_threshold or math.ceil(rt_ticks if rt_ticks is not None else 1) + 1
+                        )
                         want = remaining <= threshold
                     else:  # sync: the previous chunk has executed and this obs was taken after it
                         want = remaining == 0 and (
                             last_slot_sent < 0 or ob.timestamp >= t0 + (last_slot_sent - 0.5) * self.dt
                         )
                     if want:
+                        prefix = None
+                        if self.inpaint:
+                            src_slot = round((ob.timestamp - t0) / self.dt)
+                            # the new chunk takes over where it lands (the first one: right after its obs,
+                            # since it is placed where the arm, still at rest, can first execute it)
+                            until = (
+                                tick + lead + math.ceil(rt_ticks if rt_ticks is not None else 1)
+                                if stats["chunks"]
+                                else src_slot + 1
+                            )
+                            prefix = self._prefix(
+                                {**sent, **schedule}, src_slot, until, safety.hold_command(ob.data)
+                            )
                         pending = (
-                            self._executor.submit(self._plan, self._window(hist), noise),
+                            self._executor.submit(self._plan, self._window(hist), noise, prefix),
                             ob,
                             tick,
                             now,
@@ -318,6 +368,8 @@ class ControlLoop:
                         )
                     stats["held_ticks"] += 1
                     cmd = safety.hold(ob.data)
+                sent[slot] = np.asarray(cmd, dtype=np.float64)
+                sent.pop(slot - self.horizon - lead, None)
                 try:
                     robot.send_action(cmd, t0 + slot * self.dt)
                 except Exception as e:

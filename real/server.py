@@ -79,6 +79,8 @@ class PolicyBackend:
         self.n_action_steps = int(cfg.n_action_steps)
         self.noise_shape = tuple(int(d) for d in base.noise_shape)
         self.task = getattr(policy, "task", None)
+        # a steered policy picks its own noise and ignores a prefix; a plain diffusion/flow policy can take one
+        self.supports_prefix = bool(getattr(base, "supports_prefix", False)) and not self._steered
 
     def metadata(self) -> dict[str, Any]:
         """What the handshake tells a client about this policy."""
@@ -92,15 +94,24 @@ class PolicyBackend:
             "horizon": self.horizon,
             "n_action_steps": self.n_action_steps,
             "action_dim": int(self.noise_shape[1]),
+            "supports_prefix": self.supports_prefix,
         }
 
-    def sample(self, obs: Mapping[str, np.ndarray], noise: np.ndarray | None = None) -> np.ndarray:
-        """(B, To, ...) obs window -> (B, Tp, Da) float32 actions; deterministic given ``noise``."""
+    def sample(
+        self,
+        obs: Mapping[str, np.ndarray],
+        noise: np.ndarray | None = None,
+        prefix: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """(B, To, ...) obs window -> (B, Tp, Da) float32 actions; deterministic given ``noise``; ``prefix``
+        (B, P, Da): the chunk's known first actions (``supports_prefix`` policies only)."""
         torch = self._torch
         with torch.no_grad():
             if self._steered and noise is None:
                 t = {k: torch.as_tensor(v) for k, v in obs.items()}
                 out = self.policy._plan(t, None)  # the actor picks the noise
+            elif prefix is not None:
+                out = self.base.sample(dict(obs), noise=noise, prefix=prefix)
             else:
                 out = self.base.sample(dict(obs), noise=noise)
         return np.asarray(out.detach().cpu().numpy() if hasattr(out, "detach") else out, dtype=np.float32)
@@ -185,7 +196,31 @@ class PolicyServer:
                     if not isinstance(noise, np.ndarray) or noise.shape != want or noise.dtype.kind != "f":
                         got = noise.shape if isinstance(noise, np.ndarray) else type(noise).__name__
                         raise ProtocolError("bad_shape", f"'noise' has shape {got}, expected float {want}")
-                actions = b.sample(obs, noise=noise)  # (B, Tp, Da)
+                prefix = msg.get("prefix")
+                if prefix is not None:
+                    batch = next(iter(obs.values())).shape[0]
+                    tp, da = b.noise_shape
+                    if not b.supports_prefix:
+                        raise ProtocolError(
+                            "bad_message",
+                            f"policy {b.name!r} does not take a 'prefix' (supports_prefix is false)",
+                        )
+                    if (
+                        not isinstance(prefix, np.ndarray)
+                        or prefix.ndim != 3
+                        or prefix.shape[0] != batch
+                        or prefix.shape[1] > tp
+                        or prefix.shape[2] != da
+                        or prefix.dtype.kind != "f"
+                    ):
+                        got = prefix.shape if isinstance(prefix, np.ndarray) else type(prefix).__name__
+                        raise ProtocolError(
+                            "bad_shape",
+                            f"'prefix' has shape {got}, expected float ({batch}, P <= {tp}, {da})",
+                        )
+                    if not np.isfinite(prefix).all():
+                        raise ProtocolError("bad_value", "'prefix' holds NaN/Inf")
+                actions = b.sample(obs, noise=noise, prefix=prefix)  # (B, Tp, Da)
             else:  # act
                 obs = check_obs(msg.get("obs"), b.specs, steps=None)
                 actions = b.act(obs)  # (B, Da)

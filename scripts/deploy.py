@@ -61,6 +61,7 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         mode=str(cfg.mode),
         async_threshold=None if cfg.async_threshold is None else int(cfg.async_threshold),
         noise=str(cfg.noise),
+        inpaint=bool(cfg.get("inpaint", True)),
         max_actions=cfg.max_actions,
         blend=float(cfg.blend),
         lead_s=cfg.lead_s,

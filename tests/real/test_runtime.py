@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -147,3 +148,50 @@ def test_estop_from_another_thread_stops_the_episode(fake_robot: FakeRobot) -> N
     assert fake_robot.stops >= 2  # the e-stop hook, then the runtime's own stop
     assert loop.safety.events[-1].kind in ("estop", "stop") and loop.safety.counts["estop"] == 1
     loop.close()
+
+
+class RampPolicy(ScriptedChunkPolicy):
+    """Continues its prefix: after the known actions, the gripper channel rises by 0.01 per chunk position.
+
+    With the right prefix (the commands executed and committed, slot for slot) the arm receives one unbroken
+    ramp across chunk boundaries; a prefix shifted by k slots shows as a jump of 0.01 * k at a boundary.
+    """
+
+    supports_prefix = True
+
+    def __init__(self) -> None:
+        super().__init__(np.zeros(4), horizon=16, n_action_steps=4)
+        self.prefixes: list[np.ndarray | None] = []
+
+    def sample(self, obs: dict[str, np.ndarray], noise: Any = None, prefix: Any = None) -> np.ndarray:
+        self.calls += 1
+        self.prefixes.append(None if prefix is None else np.asarray(prefix))
+        out = np.zeros((1, self.horizon, 4), dtype=np.float32)
+        p = 0 if prefix is None else prefix.shape[1]
+        if p:
+            out[0, :p] = prefix[0]
+        last = out[0, p - 1, 3] if p else 0.0
+        out[0, p:, 3] = last + 0.01 * np.arange(1, self.horizon - p + 1)
+        return out
+
+
+@pytest.mark.parametrize("inpaint", [True, False])
+def test_async_inpainting_continues_the_committed_actions(fake_robot: FakeRobot, inpaint: bool) -> None:
+    fake_robot.max_steps = 60
+    policy = RampPolicy()
+    loop = make_loop(fake_robot, policy, mode="async", lead_s=0.02, inpaint=inpaint)
+    ep = loop.run_episode(seed=0)
+    loop.close()
+    assert ep["status"] == "truncated" and ep["chunks"] >= 4
+    grip = np.array([a[3] for a, _ in fake_robot.sent])
+    moving = grip[np.argmax(grip > 0) :]  # from the first chunk's first action on
+    steps = np.round(np.diff(moving) * 100).astype(int)
+    if inpaint:
+        assert all(p is not None for p in policy.prefixes)
+        assert policy.prefixes[0].shape == (1, 1, 4)  # first chunk: the arm at rest, only the past (hold)
+        assert all(p.shape[1] >= 1 + 4 for p in policy.prefixes[1:])  # later: past + in flight (lead 4)
+        # one unbroken ramp: +1 per slot (0 where the arm held), never a jump back or ahead
+        assert set(steps.tolist()) <= {0, 1} and (steps == 1).mean() > 0.8, steps
+    else:
+        assert all(p is None for p in policy.prefixes)
+        assert (steps < 0).any()  # each chunk restarts its own ramp: the plans do not join up

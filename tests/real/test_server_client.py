@@ -184,3 +184,30 @@ def test_steering_wraps_a_remote_policy_and_steered_policies_serve(server: Polic
         w = window(1)
         want = steered._plan({"state": torch.as_tensor(w["state"])}, None).numpy()
         assert np.allclose(client.sample(w), want, atol=1e-5)  # the actor picks the noise server-side
+
+
+def test_prefix_over_the_wire(server: PolicyServer, tiny: Any) -> None:
+    """A chunk conditioned on committed actions (async real-time chunking) samples remotely as locally."""
+    with PolicyClient(server.url) as client:
+        assert client.supports_prefix
+        noise = np.random.default_rng(1).normal(size=(1, *client.noise_shape)).astype(np.float32)
+        prefix = np.full((1, 3, 4), 0.2, np.float32)
+        remote = client.sample(window(), noise=noise, prefix=prefix)
+        local = tiny.sample(window(), noise=noise, prefix=prefix).numpy()
+        assert np.allclose(remote, local, atol=1e-6) and np.allclose(remote[0, :3], 0.2, atol=1e-5)
+        with pytest.raises(RemoteError, match=r"bad_shape.*prefix"):
+            client.sample(window(), prefix=np.zeros((1, 9, 4), np.float32))  # longer than Tp = 8
+        with pytest.raises(RemoteError, match=r"bad_value.*prefix"):
+            client.sample(window(), prefix=np.full((1, 2, 4), np.nan, np.float32))
+        assert client.sample(window()).shape == (1, 8, 4)  # still serving
+    srv = PolicyServer(PolicyBackend(ServablePolicy()), port=0).start()  # a policy without prefixes
+    try:
+        with PolicyClient(srv.url) as client:
+            assert not client.supports_prefix
+            with pytest.raises(ValueError, match="does not take a prefix"):
+                client.sample(window(), prefix=np.zeros((1, 2, 4), np.float32))
+            msg = {"type": "sample", "obs": window(), "prefix": np.zeros((1, 2, 4), np.float32)}
+            with pytest.raises(RemoteError, match="does not take a 'prefix'"):
+                client._roundtrip(msg, expect="sample_result")
+    finally:
+        srv.stop()
