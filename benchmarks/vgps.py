@@ -122,7 +122,9 @@ def train_critic(files: list[Path], out: Path, args: argparse.Namespace) -> Path
 
 
 def evaluate(gen: Path, critic: Path, task: str, k: int, out: Path, args: argparse.Namespace) -> dict:
-    run = out / "evals" / f"{gen.name}_k{k}_{task}"
+    # keyed by everything that changes the result, so a re-run with other --episodes / --temperature never
+    # reuses an old cell
+    run = out / "evals" / f"{gen.name}_k{k}_{task}_ep{args.episodes}_t{args.temperature:g}"
     if not (run / "metrics.json").exists():
         _run(
             [
@@ -213,7 +215,8 @@ def main() -> None:
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
-    done = read_results(results_path, ("policy", "seed", "k", "task"))
+    key = ("policy", "seed", "k", "task", "episodes", "temperature")
+    done = read_results(results_path, key)
 
     files = [f for task in args.tasks for f in collect(task, out, args)]
     critic = train_critic(files, out, args)
@@ -228,7 +231,8 @@ def main() -> None:
                     lat[(policy, k)] = v
             for k in args.ks:
                 for task in args.tasks:
-                    if (policy, seed, k, task) in done:
+                    cell = (policy, seed, k, task, args.episodes, args.temperature)
+                    if cell in done:
                         continue
                     m = evaluate(gen, critic, task, k, out, args)
                     r = {
@@ -242,14 +246,18 @@ def main() -> None:
                         "plan_score_ms": m.get("plan_score_ms"),
                         "temperature": args.temperature,
                     }
-                    done[(policy, seed, k, task)] = r
+                    done[cell] = r
                     with results_path.open("a") as f:
                         f.write(json.dumps(r) + "\n")
                     print(json.dumps(r), flush=True)
 
     cells: dict[tuple[str, int], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in done.values():
-        if r["task"] in args.tasks:
+        if (
+            r["task"] in args.tasks
+            and r["episodes"] == args.episodes
+            and r["temperature"] == args.temperature
+        ):
             cells[(r["policy"], r["k"])][r["seed"]].append(r["success_rate"])
     print(
         f"\nMT{len(args.tasks)} average success on {args.episodes} unseen episodes per task (eval seed {EVAL_SEED}); "
