@@ -31,7 +31,6 @@ OBJ_LOW, OBJ_HIGH = (-0.1, 0.6, 0.02), (0.1, 0.7, 0.02)
 MIN_OBJ_GOAL_XY = 0.15
 OBJ_RADIUS = 0.015  # _gripper_caging_reward's constants
 PAD_SUCCESS_MARGIN = 0.05
-XZ_SUCCESS_MARGIN = 0.005
 
 
 class WarpPickPlaceEnv(WarpSawyerEnv):
@@ -63,16 +62,7 @@ class WarpPickPlaceEnv(WarpSawyerEnv):
         left_margin = ((obj_y - left_y).abs() - PAD_SUCCESS_MARGIN).abs()
         right = long_tail_tolerance(obj_y - right_y, PAD_SUCCESS_MARGIN, right_margin, lower=OBJ_RADIUS)
         left = long_tail_tolerance(left_y - obj_y, PAD_SUCCESS_MARGIN, left_margin, lower=OBJ_RADIUS)
-        caging_y = hamacher_product(left, right)
-        xz = [0, 2]
-        xz_margin = (self.obj_init_pos[:, xz] - self.init_tcp[xz]).norm(dim=-1) - XZ_SUCCESS_MARGIN  # (B,)
-        caging_xz = long_tail_tolerance(
-            (self.tcp_center()[:, xz] - obj[:, xz]).norm(dim=-1), XZ_SUCCESS_MARGIN, xz_margin
-        )
-        closed = action[:, 3].clamp(0.0, 1.0)  # (B,)
-        caging = hamacher_product(caging_y, caging_xz)
-        gripping = torch.where(caging > 0.97, closed, torch.zeros_like(closed))
-        return (hamacher_product(caging, gripping) + caging) / 2
+        return self._caging_with_grip(hamacher_product(left, right), action, obj)
 
     def _evaluate(
         self, obs: torch.Tensor, action: torch.Tensor

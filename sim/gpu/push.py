@@ -42,16 +42,7 @@ class WarpPushEnv(WarpSawyerEnv):
         pad_to_obj = (pad_y - obj[:, 1:2]).abs()  # (B, 2)
         margin = ((pad_y - self.obj_init_pos[:, 1:2]).abs() - 0.05).abs()  # (B, 2)
         lr = long_tail_tolerance(pad_to_obj, 0.05, margin, lower=0.015)  # (B, 2)
-        caging_y = hamacher_product(lr[:, 0], lr[:, 1])
-        xz = [0, 2]
-        xz_margin = (self.obj_init_pos[:, xz] - self.init_tcp[xz]).norm(dim=-1) - 0.005  # (B,)
-        caging_xz = long_tail_tolerance(
-            (self.tcp_center()[:, xz] - obj[:, xz]).norm(dim=-1), 0.005, xz_margin
-        )
-        closed = action[:, 3].clamp(0.0, 1.0)  # (B,)
-        caging = hamacher_product(caging_y, caging_xz)
-        gripping = torch.where(caging > 0.97, closed, torch.zeros_like(closed))
-        return (hamacher_product(caging, gripping) + caging) / 2
+        return self._caging_with_grip(hamacher_product(lr[:, 0], lr[:, 1]), action, obj)
 
     def _evaluate(
         self, obs: torch.Tensor, action: torch.Tensor

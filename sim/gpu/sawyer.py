@@ -386,6 +386,21 @@ class WarpSawyerEnv(TorchBatchedEnv):
         """(B, 3) midpoint of the two finger pads (Meta-World's ``tcp_center``)."""
         return 0.5 * (self._site_xpos[:, self._pads[0]] + self._site_xpos[:, self._pads[1]])
 
+    def _caging_with_grip(
+        self, caging_y: torch.Tensor, action: torch.Tensor, obj: torch.Tensor
+    ) -> torch.Tensor:
+        """The end of Meta-World's ``_gripper_caging_reward`` that every task shares (their y caging differs):
+        xz caging of the TCP (margin 0.005), gripping ``clip(a3, 0, 1)`` once caging > 0.97. (B,) in [0, 1]."""
+        xz = [0, 2]
+        xz_margin = (self.obj_init_pos[:, xz] - self.init_tcp[xz]).norm(dim=-1) - 0.005  # (B,)
+        caging_xz = long_tail_tolerance(
+            (self.tcp_center()[:, xz] - obj[:, xz]).norm(dim=-1), 0.005, xz_margin
+        )
+        closed = action[:, 3].clamp(0.0, 1.0)  # (B,)
+        caging = hamacher_product(caging_y, caging_xz)
+        gripping = torch.where(caging > 0.97, closed, torch.zeros_like(closed))
+        return (hamacher_product(caging, gripping) + caging) / 2
+
     def _current_frame(self) -> torch.Tensor:
         """(B, 18): hand pos, gripper opening, object pos and quat (xyzw), zero padding."""
         hand = self._xpos[:, self._hand]  # (B, 3)
