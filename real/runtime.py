@@ -216,6 +216,14 @@ class ControlLoop:
         max_steps = int(cfg.max_steps or 1000)
         tick = 0
 
+        def slot_of(o: Observation) -> int:
+            """The control slot an observation was captured in (its action ran in that slot)."""
+            return round((o.timestamp - t0) / self.dt)
+
+        def round_trip() -> int:
+            """Ticks a chunk request takes to come back (measured, smoothed; 1 before the first)."""
+            return math.ceil(rt_ticks if rt_ticks is not None else 1)
+
         def summary() -> dict[str, Any]:
             return {
                 "seed": seed,
@@ -289,7 +297,7 @@ class ControlLoop:
                     else:
                         stats["chunks"] += 1
                         # ticks from the chunk's observation to its first executable action: the delay to beat
-                        delay = tick + lead - round((src.timestamp - t0) / self.dt) - 1
+                        delay = tick + lead - slot_of(src) - 1
                         rt = tick - req_tick
                         rt_ticks = rt if rt_ticks is None else 0.7 * rt_ticks + 0.3 * rt
                         n_use = self.max_actions
@@ -305,7 +313,7 @@ class ControlLoop:
                             slots = [first + j for j in range(len(chunk))]
                         else:
                             # action j is due one control period after the obs it was planned from, plus j periods
-                            slots = [round((src.timestamp - t0) / self.dt) + 1 + j for j in range(len(chunk))]
+                            slots = [slot_of(src) + 1 + j for j in range(len(chunk))]
                         for s, a in zip(slots, chunk):
                             if s < tick + lead:
                                 stats["stale_dropped"] += 1
@@ -323,9 +331,7 @@ class ControlLoop:
                     if cfg.mode == "async":
                         # auto: request when what is left just covers a request's round trip, so the next
                         # chunk lands as this one runs out (each chunk then runs indices ~delay .. delay + Ta - 1)
-                        threshold = (
-                            cfg.async_threshold or math.ceil(rt_ticks if rt_ticks is not None else 1) + 1
-                        )
+                        threshold = cfg.async_threshold or round_trip() + 1
                         want = remaining <= threshold
                     else:  # sync: the previous chunk has executed and this obs was taken after it
                         want = remaining == 0 and (
@@ -334,14 +340,10 @@ class ControlLoop:
                     if want:
                         prefix = None
                         if self.inpaint:
-                            src_slot = round((ob.timestamp - t0) / self.dt)
+                            src_slot = slot_of(ob)
                             # the new chunk takes over where it lands (the first one: right after its obs,
                             # since it is placed where the arm, still at rest, can first execute it)
-                            until = (
-                                tick + lead + math.ceil(rt_ticks if rt_ticks is not None else 1)
-                                if stats["chunks"]
-                                else src_slot + 1
-                            )
+                            until = tick + lead + round_trip() if stats["chunks"] else src_slot + 1
                             prefix = self._prefix(
                                 {**sent, **schedule}, src_slot, until, safety.hold_command(ob.data)
                             )
