@@ -119,7 +119,14 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         expo_cfg = EXPOConfig(**expo_values)
         bc = None
         if cfg.offline:  # demos: the critic's offline half and the base's imitation windows
-            offline = chunk_transitions(str(cfg.offline), keys, to, exec_steps, reward=str(cfg.run.reward))
+            offline = chunk_transitions(
+                str(cfg.offline),
+                keys,
+                to,
+                exec_steps,
+                reward=str(cfg.run.reward),
+                reward_scale=float(cfg.run.reward_scale),
+            )
             offline["taken"] = offline.pop("action")
             bc = bc_windows(str(cfg.offline), keys, to, base.config.horizon, ta)
         agent = EXPO(base, obs_dim, expo_cfg, obs_keys=keys, bc_offline=bc, device=device)
@@ -131,7 +138,14 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             )
         from policies.rl import chunk_transitions
 
-        offline = chunk_transitions(str(cfg.offline), keys, to, ta, reward=str(cfg.run.reward))
+        offline = chunk_transitions(
+            str(cfg.offline),
+            keys,
+            to,
+            ta,
+            reward=str(cfg.run.reward),
+            reward_scale=float(cfg.run.reward_scale),
+        )
         offline["taken"] = offline.pop("action")
     if algo == "dsrl":
         agent = DSRL(

@@ -19,7 +19,21 @@ import torch
 
 from policies.data import DatasetError, open_dataset
 
-REWARDS = ("sparse", "dense")
+REWARDS = ("sparse", "dense", "shaped")
+
+
+def shaped_chunk_reward(summed: np.ndarray, steps: np.ndarray, chunk: int, scale: float) -> np.ndarray:
+    """Meta-World's dense reward as a per-chunk cost in [-1, 0]: Σ_t (r_t/scale − 1) / Ta over executed steps.
+
+    Why not the raw sum: the episode ends at success, so a positive dense reward makes finishing forfeit
+    the reward the agent would have kept collecting near the goal (it learns to hover). With every step's
+    reward ≤ 0, ending is never worse than going on, and the chunk keeps the sparse reward's −1 scale.
+    ``summed``: env reward summed over the ``steps`` executed steps of each chunk; ``scale``: the env's
+    largest per-step reward (10 for Meta-World v3).
+    """
+    if scale <= 0:
+        raise ValueError(f"reward_scale must be > 0 (the env's largest per-step reward), got {scale}")
+    return (np.asarray(summed, dtype=np.float64) / scale - np.asarray(steps, dtype=np.float64)) / chunk
 
 
 def _history(frames: np.ndarray, end: np.ndarray, n_obs_steps: int) -> np.ndarray:
@@ -48,6 +62,7 @@ def chunk_transitions(
     reward: str = "sparse",
     demo_limit: int | None = None,
     discount: float | None = None,
+    reward_scale: float = 10.0,
 ) -> dict[str, torch.Tensor]:
     """Chunk transitions of every demo: ``obs/<key>`` and ``next_obs/<key>`` (N, To, ...), ``action``
     (N, Ta·A) flattened executed chunks, ``reward`` (N,), ``done`` (N,).
@@ -57,7 +72,8 @@ def chunk_transitions(
     continues with its last chunk reward forever (r_last / (1 − γ)), a success with 0.
 
     ``reward="sparse"``: −1 per chunk and 0 for the chunk in which the demo succeeded (its ``dones`` flag,
-    which collection sets only on true termination); ``"dense"``: the recorded rewards summed over the chunk.
+    which collection sets only on true termination); ``"dense"``: the recorded rewards summed over the chunk;
+    ``"shaped"``: :func:`shaped_chunk_reward` of that sum (a cost in [-1, 0], ``reward_scale`` = max step reward).
     """
     if reward not in REWARDS:
         raise ValueError(f"offline reward={reward!r} is not known: expected one of {REWARDS}")
@@ -69,7 +85,7 @@ def chunk_transitions(
         names = demos.demo_names[:demo_limit] if demo_limit else demos.demo_names
         for name in names:
             ep = demos.episode(name, keys)
-            if ep["dones"] is None or (reward == "dense" and ep["rewards"] is None):
+            if ep["dones"] is None or (reward != "sparse" and ep["rewards"] is None):
                 missing = "dones" if ep["dones"] is None else "rewards"
                 raise DatasetError(
                     f"{path}: data/{name} has no '{missing}': it is needed for offline RL data"
@@ -90,6 +106,8 @@ def chunk_transitions(
                 rewards = np.asarray(ep["rewards"], dtype=np.float64)[:t_len]
                 valid = (start[:, None] + np.arange(n_action_steps)[None]) < t_len  # (N, Ta)
                 r = (rewards[steps] * valid).sum(axis=1)
+                if reward == "shaped":
+                    r = shaped_chunk_reward(r, valid.sum(axis=1), n_action_steps, reward_scale)
             if discount is not None:
                 parts.setdefault("mc_return", []).append(
                     _mc_returns(r, n_action_steps, discount, terminated=bool(dones.any()))

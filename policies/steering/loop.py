@@ -48,6 +48,8 @@ class OnlineRunConfig:
     warmup_chunks: int = 200  # transitions collected with the learner's warm-up action before learning
     utd: float = 1.0  # gradient steps per collected transition (EXPO: critic steps per transition)
     reward: str = "sparse"  # sparse: −1 per chunk, 0 on the chunk that succeeds | dense: summed env reward
+    # | shaped: the dense reward as a cost in [-1, 0] per chunk (policies.rl.offline.shaped_chunk_reward)
+    reward_scale: float = 10.0  # shaped: the env's largest per-step reward (Meta-World v3: 10)
     buffer_size: int = 500_000  # chunk transitions
     offline_ratio: float = 0.0  # share of every batch drawn from the offline demonstrations
     eval_every: int = 10_000
@@ -61,8 +63,14 @@ class OnlineRunConfig:
 
     def __post_init__(self) -> None:
         resolve_device(self.device)  # a clear error at configuration time
-        if self.reward not in ("sparse", "dense"):
-            raise ValueError(f"reward={self.reward!r} is not known: expected 'sparse' or 'dense'")
+        from policies.rl.offline import REWARDS
+
+        if self.reward not in REWARDS:
+            raise ValueError(f"reward={self.reward!r} is not known: expected one of {REWARDS}")
+        if self.reward_scale <= 0:
+            raise ValueError(
+                f"reward_scale={self.reward_scale} is not valid: expected the env's largest step reward (> 0)"
+            )
         if not 0.0 <= self.offline_ratio <= 1.0:
             raise ValueError(f"offline_ratio={self.offline_ratio} is not valid: expected a share in [0, 1]")
 
@@ -216,6 +224,7 @@ def run_online(
 
     from policies.checkpoint import load_checkpoint, save_checkpoint
     from policies.rl import ReplayBuffer, sample_mixed
+    from policies.rl.offline import shaped_chunk_reward
     from policies.train.trainer import get_rng_state, set_rng_state
 
     out = Path(out_dir)
@@ -324,7 +333,12 @@ def run_online(
         next_obs, reward, terminated, truncated, info = env.step(chunk.cpu().numpy())
         steps = np.asarray(info["steps_executed"])
         success = np.asarray(info["success"], dtype=bool)
-        r = np.where(success, 0.0, -1.0) if cfg.reward == "sparse" else np.asarray(reward, dtype=np.float64)
+        if cfg.reward == "sparse":
+            r = np.where(success, 0.0, -1.0)
+        elif cfg.reward == "shaped":
+            r = shaped_chunk_reward(np.asarray(reward), steps, chunk.shape[1], cfg.reward_scale)
+        else:
+            r = np.asarray(reward, dtype=np.float64)
         done_any = np.asarray(terminated) | np.asarray(truncated)
         real_next = final_obs(info, next_obs, done_any, keys)
         buffer.add(

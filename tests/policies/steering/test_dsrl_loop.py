@@ -75,3 +75,23 @@ def test_steered_policy_with_zero_actor_acts_like_the_base_for_zero_noise():
     window = {"state": torch.as_tensor(obs["state"]).unsqueeze(1).repeat(1, TO, 1)}
     want = base.sample(window, noise=torch.zeros(3, *base.noise_shape))[:, TO - 1]
     np.testing.assert_allclose(got, want.numpy(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("reward", ["sparse", "shaped"])
+def test_loop_stores_the_configured_chunk_reward(tmp_path, reward):
+    """sparse: −1 per chunk (0 only on success); shaped: the dense reward as a cost in [-1, 0] per chunk."""
+    from policies.checkpoint import load_checkpoint
+
+    run = DSRLRunConfig(
+        env_steps=64, warmup_chunks=100, eval_every=0, checkpoint_every=10**6, progress=False, reward=reward
+    )
+    with sim.make_env(
+        "reach-v3", num_envs=2, seed=0, action_chunk=TA, obs_history=TO, max_episode_steps=20
+    ) as env:
+        run_dsrl(_agent(_base()), env, run, str(tmp_path))
+    r = load_checkpoint(tmp_path / "checkpoints" / "latest").modules["buffer"]["data/reward"]
+    assert len(r) == 16
+    if reward == "sparse":
+        assert set(r.tolist()) <= {-1.0, 0.0}
+    else:  # reach's dense reward is positive almost everywhere: a shaped chunk is strictly above -1
+        assert bool(((r > -1.0) & (r <= 0.0)).all()) and len(set(r.tolist())) > 4
