@@ -195,3 +195,75 @@ def test_na_critic_trains_on_executed_actions_and_distills_on_gaussian_latents()
 def test_bad_variant_is_a_clear_error():
     with pytest.raises(ValueError, match="na"):
         DSRLConfig(variant="ppo")
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_na_distillation_with_k_latents_per_state_regresses_only_the_within_state_advantage(k):
+    """K > 1: B/K states × K Gaussian latents each, and per-state offsets of Q^A and Q^W do not matter."""
+    base = SignBase()
+    cfg = DSRLConfig(variant="na", hidden=[16], batch_size=16, noise_critic_samples=k)
+    agent = DSRL(base, obs_dim=2, exec_slice=slice(0, 1), config=cfg)
+    zero = sum(p.sum() for p in agent.noise_critic.parameters()) * 0.0  # keeps the optimizer step valid
+    seen = []
+    # Planted critics agree on the latent's effect (3·a = 3·sign(w)) but not on each state's offset.
+    agent.critic.forward = lambda s, a: (3.0 * a[:, 0] + 10.0 * s[:, 0]).expand(2, -1)  # (E, B)
+
+    def q_w(s, w):
+        seen.append(s.detach().clone())
+        return (3.0 * torch.sign(w[:, 0]) - 5.0 * s[:, 1] + zero).expand(2, -1)
+
+    agent.noise_critic.forward = q_w
+    obs = {"state": torch.randn(16, 1, 2, generator=torch.Generator().manual_seed(1))}
+    loss = agent.update_noise_critic(obs, generator=torch.Generator().manual_seed(0))["noise_critic_loss"]
+    states = seen[0].reshape(16 // k, k, 2)
+    assert torch.equal(states, states[:, :1].expand_as(states))  # K copies of each state
+    assert len(torch.unique(seen[0], dim=0)) == 16 // k
+    if k == 1:
+        assert loss > 1.0  # the reference regresses the absolute value: offsets count
+    else:
+        assert loss < 1e-9  # only differences between latents at a state are learned
+
+
+def test_noise_critic_samples_must_divide_the_batch():
+    with pytest.raises(ValueError, match=r"noise_critic_samples=3.*batch_size=16"):
+        DSRLConfig(batch_size=16, noise_critic_samples=3)
+
+
+def test_noise_bank_holds_exact_decodes_and_distillation_then_never_calls_the_base():
+    base = SignBase()
+    cfg = DSRLConfig(variant="na", hidden=[16], batch_size=16, noise_critic_samples=4, noise_bank=10)
+    agent = DSRL(base, obs_dim=2, exec_slice=slice(0, 1), config=cfg)
+    assert agent.update_noise_critic() == {}  # an empty bank: nothing to distil yet
+    torch.manual_seed(0)
+    obs = {"state": torch.randn(6, 1, 2)}
+    agent.bank_states(obs)
+    agent.bank_states({"state": torch.randn(6, 1, 2)})  # 12 states into 10 slots: a ring
+    assert len(agent.bank) == 10 and agent.bank.data["latent"].shape == (10, 4, 1)
+    w, a = agent.bank.data["latent"], agent.bank.data["executed"]
+    assert torch.equal(a, torch.sign(w))  # the base's chunk for exactly the stored latent
+    assert (w.abs() > 1).any()  # unclipped N(0, I) latents, as the reference's distillation draws
+    calls = base.calls
+    before = [p.clone() for p in agent.noise_critic.parameters()]
+    agent.update_noise_critic(generator=torch.Generator().manual_seed(0))
+    assert base.calls == calls  # no decode during distillation
+    assert any(not torch.equal(p, q) for p, q in zip(before, agent.noise_critic.parameters(), strict=True))
+
+
+def test_noise_bank_keeps_the_played_latent_beside_the_gaussian_ones():
+    """observe() after explore(): the state's last bank slot is the latent the actor played and its chunk."""
+    base = SignBase()
+    cfg = DSRLConfig(variant="na", hidden=[16], batch_size=16, noise_critic_samples=4, noise_bank=10)
+    agent = DSRL(base, obs_dim=2, exec_slice=slice(0, 1), config=cfg)
+    g = torch.Generator().manual_seed(0)
+    obs = {"state": torch.randn(3, 1, 2, generator=g)}
+    replay = torch.Generator().set_state(g.get_state())
+    taken, chunk = agent.explore(obs, g)
+    agent.observe(obs, chunk, None, None)
+    latent = agent.bank.data["latent"][:3]  # (3, K, 1)
+    played, _ = agent.actor(agent.features(obs), generator=replay)
+    assert torch.equal(latent[:, -1], played) and torch.equal(agent.bank.data["executed"][:3, -1], taken)
+    assert torch.equal(agent.bank.data["executed"][:3], torch.sign(latent))  # every slot decodes exactly
+    torch.manual_seed(0)  # the bank's Gaussian draws use the global (checkpointed) RNG
+    agent.observe(obs, chunk, None, None)  # nothing played since: K Gaussian latents
+    assert (agent.bank.data["latent"][3:6].abs() > 1).any()
+    assert not torch.equal(agent.bank.data["latent"][3:6, -1], played)

@@ -22,7 +22,9 @@ def _base():
 
 
 def _agent(base, variant="na"):
-    cfg = DSRLConfig(variant=variant, hidden=[32, 32], batch_size=16, noise_critic_steps=1)
+    bank = {"noise_critic_samples": 4, "noise_bank": 64} if variant == "na-bank" else {}
+    variant = variant.removesuffix("-bank")
+    cfg = DSRLConfig(variant=variant, hidden=[32, 32], batch_size=16, noise_critic_steps=1, **bank)
     return DSRL(base, obs_dim=TO * 39, exec_slice=slice(TO - 1, TO - 1 + TA), config=cfg)
 
 
@@ -31,7 +33,7 @@ def _eval_fn(policy):
         return sim.evaluate(env, policy, episodes=2, seed=5, progress=False)
 
 
-@pytest.mark.parametrize("variant", ["na", "sac"])
+@pytest.mark.parametrize("variant", ["na", "sac", "na-bank"])
 def test_loop_trains_without_touching_the_base_and_resumes(tmp_path, variant):
     base = _base()
     before = state_dict_hash(base)
@@ -53,7 +55,13 @@ def test_loop_trains_without_touching_the_base_and_resumes(tmp_path, variant):
     assert m["env_steps"] >= 120 and m["updates"] > 0 and m["train_episodes"] >= 4  # 20-step episodes ended
     assert m["history"][0]["env_steps"] == 0.0 and len(m["history"]) >= 3
     cfg = json.loads((tmp_path / "checkpoints" / "latest" / "config.json").read_text())
-    assert cfg["kind"] == "dsrl" and cfg["dsrl"]["variant"] == variant
+    assert cfg["kind"] == "dsrl" and cfg["dsrl"]["variant"] == variant.removesuffix("-bank")
+    n_first = 0
+    if variant == "na-bank":  # the bank is filled by every transition (warm-up included)
+        from policies.checkpoint import load_checkpoint
+
+        n_first = int(load_checkpoint(tmp_path / "checkpoints" / "latest").modules["buffer"]["size"])
+        assert len(agent.bank) == n_first < 64
 
     resumed = _agent(base, variant)
     run.env_steps = 200
@@ -62,6 +70,10 @@ def test_loop_trains_without_touching_the_base_and_resumes(tmp_path, variant):
     ) as env:
         m2 = run_dsrl(resumed, env, run, str(tmp_path), eval_fn=_eval_fn, resume=True)
     assert m2["updates"] > m["updates"] and m2["env_steps"] >= 200
+    if variant == "na-bank":  # resumed from the checkpoint's bank: the first run's rows are still there
+        assert len(resumed.bank) > n_first
+        for key in ("features", "latent", "executed"):
+            assert torch.equal(resumed.bank.data[key][:n_first], agent.bank.data[key][:n_first])
     assert m2["history"][: len(m["history"])] == m["history"]  # history carried over, not restarted
     assert state_dict_hash(base) == before
 
