@@ -23,6 +23,7 @@ import json
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -124,6 +125,26 @@ def shared_noise_check(base: Path, task: str, episodes: int) -> dict[str, float]
     return out
 
 
+def _row(
+    task: str, variant: str, seed: int, base_success: float, run: Path, m: dict, wall: float, args: Any
+) -> dict:
+    """One results row: the run's ``--which`` steering actor (+ frozen base) on ``--episodes`` unseen states."""
+    steered = _evaluate(run, task, args.episodes, Path(f"{run}_eval_{args.which}"), which=args.which)
+    return {
+        "task": task,
+        "variant": variant,
+        "seed": seed,
+        "base_success": base_success,
+        "success_rate": steered,
+        "which": args.which,
+        "episodes": args.episodes,
+        "env_steps": m["env_steps"],
+        "wall_s": wall,
+        "history": m["history"],
+        "overrides": args.overrides,
+    }
+
+
 def plot(results: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -171,6 +192,12 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--out", default="runs/bench/dsrl")
     parser.add_argument(
+        "--which",
+        default="latest",
+        choices=["latest", "best"],
+        help="the steering actor evaluated at the end",
+    )
+    parser.add_argument(
         "--noise-check", action="store_true", help="only: each base's success with i.i.d. vs repeated noise"
     )
     parser.add_argument("overrides", nargs="*", help="extra robosteer-steer overrides (after --)")
@@ -197,41 +224,31 @@ def main() -> None:
                 if (task, variant, seed) in done:
                     continue
                 run = out / task / f"dsrl_{variant}_s{seed}"
-                start = time.perf_counter()
-                if variant == "scratch":  # plain SAC from scratch: no base, no demos
-                    algo = ["base=scratch", f"task={task}", "variant=sac"]
-                else:
-                    algo = [f"base={base}", "which=ema", f"variant={variant}"]
-                    algo += [f"offline={demos}"] if variant == "na" else []
-                _run(
-                    [
-                        "scripts.steer",
-                        *algo,
-                        f"env_steps={args.env_steps}",
-                        f"run.max_minutes={args.max_minutes}",
-                        f"seed={seed}",
-                        "eval_base=false",
-                        "run.progress=false",
-                        f"out={run}",
-                        *args.overrides,
-                    ],
-                    run.with_suffix(".log"),
-                )
-                wall = time.perf_counter() - start
+                wall = None  # a run that finished before its results row was written is reused as it is
+                if not (run / "metrics.json").exists():
+                    start = time.perf_counter()
+                    if variant == "scratch":  # plain SAC from scratch: no base, no demos
+                        algo = ["base=scratch", f"task={task}", "variant=sac"]
+                    else:
+                        algo = [f"base={base}", "which=ema", f"variant={variant}"]
+                        algo += [f"offline={demos}"] if variant == "na" else []
+                    _run(
+                        [
+                            "scripts.steer",
+                            *algo,
+                            f"env_steps={args.env_steps}",
+                            f"run.max_minutes={args.max_minutes}",
+                            f"seed={seed}",
+                            "eval_base=false",
+                            "run.progress=false",
+                            f"out={run}",
+                            *args.overrides,
+                        ],
+                        run.with_suffix(".log"),
+                    )
+                    wall = time.perf_counter() - start
                 m = json.loads((run / "metrics.json").read_text())
-                steered = _evaluate(run, task, args.episodes, Path(f"{run}_eval"))
-                r = {
-                    "task": task,
-                    "variant": variant,
-                    "seed": seed,
-                    "base_success": base_success,
-                    "success_rate": steered,
-                    "episodes": args.episodes,
-                    "env_steps": m["env_steps"],
-                    "wall_s": wall,
-                    "history": m["history"],
-                    "overrides": args.overrides,
-                }
+                r = _row(task, variant, seed, base_success, run, m, wall or m["wall_time_s"], args)
                 done[(task, variant, seed)] = r
                 with results_path.open("a") as f:
                     f.write(json.dumps(r) + "\n")

@@ -40,7 +40,7 @@ $PY -m scripts.train policy=diffusion dataset="$OUT/noisy_demos/demos.hdf5" task
 $PY -m scripts.evaluate checkpoint="$OUT/weak_dp" which=ema task="$TASK" episodes="$EVAL_EPISODES" seed=200000 \
     video_episodes=1 out="$OUT/weak_dp_eval"
 $PY -m scripts.steer base="$OUT/weak_dp" which=ema variant=na env_steps="$DSRL_STEPS" \
-    run.max_minutes="$DSRL_MINUTES" offline="$OUT/noisy_demos/demos.hdf5" eval_base=false \
+    run.max_minutes="$DSRL_MINUTES" offline="$OUT/noisy_demos/demos.hdf5" eval_base=false run.reward=shaped \
     run.eval_every=5000 run.eval_episodes=20 out="$OUT/dsrl"
 $PY -m scripts.evaluate checkpoint="$OUT/dsrl" task="$TASK" episodes="$EVAL_EPISODES" seed=200000 \
     video_episodes=1 out="$OUT/dsrl_eval"
