@@ -125,6 +125,18 @@ def shared_noise_check(base: Path, task: str, episodes: int) -> dict[str, float]
     return out
 
 
+def steer_budget(args: Any, seed: int, run: Path) -> list[str]:
+    """The ``robosteer-steer`` overrides every benchmark run shares: budget, seed, no base eval, output."""
+    return [
+        f"env_steps={args.env_steps}",
+        f"run.max_minutes={args.max_minutes}",
+        f"seed={seed}",
+        "eval_base=false",
+        "run.progress=false",
+        f"out={run}",
+    ]
+
+
 def _row(
     task: str, variant: str, seed: int, base_success: float, run: Path, m: dict, wall: float, args: Any
 ) -> dict:
@@ -233,17 +245,7 @@ def main() -> None:
                         algo = [f"base={base}", "which=ema", f"variant={variant}"]
                         algo += [f"offline={demos}"] if variant == "na" else []
                     _run(
-                        [
-                            "scripts.steer",
-                            *algo,
-                            f"env_steps={args.env_steps}",
-                            f"run.max_minutes={args.max_minutes}",
-                            f"seed={seed}",
-                            "eval_base=false",
-                            "run.progress=false",
-                            f"out={run}",
-                            *args.overrides,
-                        ],
+                        ["scripts.steer", *algo, *steer_budget(args, seed, run), *args.overrides],
                         run.with_suffix(".log"),
                     )
                     wall = time.perf_counter() - start

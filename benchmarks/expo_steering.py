@@ -27,7 +27,12 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from dsrl_steering import EVAL_SEED, _evaluate, weak_base  # the sibling benchmark's base and evaluation
+from dsrl_steering import (
+    EVAL_SEED,
+    _evaluate,
+    steer_budget,
+    weak_base,
+)  # the sibling benchmark's base and evaluation
 
 from scripts.common import format_table, read_results, run_module
 
@@ -126,12 +131,7 @@ def main() -> None:
                     f"base={base}",
                     "which=ema",
                     f"offline={demos}",
-                    f"env_steps={args.env_steps}",
-                    f"run.max_minutes={args.max_minutes}",
-                    f"seed={seed}",
-                    "eval_base=false",
-                    "run.progress=false",
-                    f"out={run}",
+                    *steer_budget(args, seed, run),
                     *overrides_for(method, args.overrides),
                 ]
                 resume = ["resume=true"] if (run / "checkpoints" / "latest").exists() else []

@@ -143,8 +143,11 @@ class DSRL(nn.Module):
             k = cfg.noise_critic_samples
             self.bank = ReplayBuffer(
                 cfg.noise_bank,
-                {"features": ((obs_dim,), torch.float32), "latent": ((k, self.latent_dim), torch.float32)}
-                | {"executed": ((k, self.exec_dim), torch.float32)},
+                {
+                    "features": ((obs_dim,), torch.float32),
+                    "latent": ((k, self.latent_dim), torch.float32),
+                    "executed": ((k, self.exec_dim), torch.float32),
+                },
                 device,
             )
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
