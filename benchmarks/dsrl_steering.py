@@ -51,7 +51,7 @@ def _evaluate(checkpoint: Path, task: str, episodes: int, out: Path, which: str 
                 "progress=false",
                 f"out={out}",
             ],
-            out.with_suffix(".log"),
+            Path(f"{out}.log"),  # not with_suffix: names hold dots (noise0.3)
         )
     return float(json.loads((out / "metrics.json").read_text())["success_rate"])
 
@@ -86,7 +86,7 @@ def weak_base(task: str, out: Path, noise: float, steps: int, episodes: int) -> 
                 "progress=false",
                 f"out={base}",
             ],
-            base.with_suffix(".train.log"),
+            Path(f"{base}.train.log"),
         )
     demos = data / "demos.hdf5"
     return base, demos, _evaluate(base, task, episodes, Path(f"{base}_eval"))

@@ -46,7 +46,7 @@ class DSRLConfig:
     tau: float = 0.005  # Polyak rate of the target critic
     actor_lr: float = 3e-4
     critic_lr: float = 3e-4
-    temperature_lr: float = 3e-4
+    temperature_lr: float = 3e-4  # 0: α stays at init_temperature (no automatic entropy tuning)
     batch_size: int = 256
     hidden: list[int] = field(default_factory=lambda: [256, 256, 256])  # reference: 3×2048 on GPU
     activation: str = "tanh"  # the reference actor and critics use Tanh + LayerNorm
@@ -84,6 +84,8 @@ class DSRLConfig:
                 f"DSRL noise_critic_samples={self.noise_critic_samples} must be >= 1 and divide "
                 f"batch_size={self.batch_size} (e.g. 8 for batch 128)"
             )
+        if self.temperature_lr < 0:
+            raise ValueError(f"DSRL temperature_lr={self.temperature_lr} must be >= 0 (0: α fixed)")
         if self.noise_bank < 0:
             raise ValueError(f"DSRL noise_bank={self.noise_bank} must be >= 0 (0: decode fresh latents)")
         if self.latent not in LATENTS:

@@ -267,3 +267,14 @@ def test_noise_bank_keeps_the_played_latent_beside_the_gaussian_ones():
     agent.observe(obs, chunk, None, None)  # nothing played since: K Gaussian latents
     assert (agent.bank.data["latent"][3:6].abs() > 1).any()
     assert not torch.equal(agent.bank.data["latent"][3:6, -1], played)
+
+
+def test_temperature_lr_zero_keeps_alpha_fixed_and_a_negative_one_is_refused():
+    torch.manual_seed(0)
+    agent = DSRL(SignBase(), 2, slice(0, 1), DSRLConfig(hidden=[16], batch_size=8, temperature_lr=0.0))
+    g = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        stats = agent.update(_batch(agent, 8, g), generator=g)
+    assert stats["alpha"] == pytest.approx(1.0) and agent.temperature.alpha.item() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match=r"temperature_lr=-0.1 must be >= 0"):
+        DSRLConfig(temperature_lr=-0.1)
