@@ -173,6 +173,7 @@ def plot(results: list[dict], path: Path) -> None:
                 [p["env_steps"] for p in h],
                 [p["success_rate"] for p in h],
                 color=colors.get(r["variant"]),
+                ls=("-", "--", ":")[r["seed"] % 3],
                 alpha=0.8,
                 label=("SAC from scratch" if r["variant"] == "scratch" else f"DSRL-{r['variant']}")
                 + f" s{r['seed']}",
