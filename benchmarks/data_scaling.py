@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scripts.common import read_results, run_module
+from scripts.common import log_beside, read_results, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,7 +75,7 @@ def main() -> None:
                             "progress=false",
                             f"out={run}",
                         ],
-                        run.with_suffix(".train.log"),
+                        log_beside(run, ".train.log"),
                     )
                     train_s = time.perf_counter() - start
                     _run(
@@ -90,7 +90,7 @@ def main() -> None:
                             "progress=false",
                             f"out={run}_eval",
                         ],
-                        run.with_suffix(".eval.log"),
+                        log_beside(run, ".eval.log"),
                     )
                     m = json.loads((Path(f"{run}_eval") / "metrics.json").read_text())
                     r = {

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from scripts.common import read_results, run_module
+from scripts.common import log_beside, read_results, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_SEED = 200000
@@ -51,7 +51,7 @@ def _evaluate(checkpoint: Path, task: str, episodes: int, out: Path, which: str 
                 "progress=false",
                 f"out={out}",
             ],
-            Path(f"{out}.log"),  # not with_suffix: names hold dots (noise0.3)
+            log_beside(out),
         )
     return float(json.loads((out / "metrics.json").read_text())["success_rate"])
 
@@ -86,7 +86,7 @@ def weak_base(task: str, out: Path, noise: float, steps: int, episodes: int) -> 
                 "progress=false",
                 f"out={base}",
             ],
-            Path(f"{base}.train.log"),
+            log_beside(base, ".train.log"),
         )
     demos = data / "demos.hdf5"
     return base, demos, _evaluate(base, task, episodes, Path(f"{base}_eval"))
@@ -247,7 +247,7 @@ def main() -> None:
                         algo += [f"offline={demos}"] if variant == "na" else []
                     _run(
                         ["scripts.steer", *algo, *steer_budget(args, seed, run), *args.overrides],
-                        run.with_suffix(".log"),
+                        log_beside(run),
                     )
                     wall = time.perf_counter() - start
                 m = json.loads((run / "metrics.json").read_text())

@@ -34,7 +34,7 @@ from dsrl_steering import (
     weak_base,
 )  # the sibling benchmark's base and evaluation
 
-from scripts.common import format_table, read_results, run_module
+from scripts.common import format_table, log_beside, read_results, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = {
@@ -135,7 +135,7 @@ def main() -> None:
                     *overrides_for(method, args.overrides),
                 ]
                 resume = ["resume=true"] if (run / "checkpoints" / "latest").exists() else []
-                run_module(steer + resume, run.with_suffix(".log"), ROOT)
+                run_module(steer + resume, log_beside(run), ROOT)
                 wall = time.perf_counter() - start
                 m = json.loads((run / "metrics.json").read_text())
                 steered = _evaluate(run, task, args.episodes, Path(f"{run}_eval"), which="latest")

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scripts.common import read_results, run_module
+from scripts.common import log_beside, read_results, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_SEED = 200000
@@ -72,7 +72,7 @@ def collect(task: str, out: Path, args: argparse.Namespace) -> list[Path]:
         if not (d / "demos.hdf5").exists():
             _run(
                 ["scripts.collect", f"task={task}", *extra, "progress=false", f"out={d}"],
-                d.with_suffix(".log"),
+                log_beside(d),
             )
         files.append(d / "demos.hdf5")
     return files
@@ -96,7 +96,7 @@ def train_generalist(policy: str, seed: int, files: list[Path], out: Path, args:
                 f"out={run}",
                 *([] if not (run / "checkpoints" / "latest").exists() else ["resume=true"]),
             ],
-            run.with_suffix(".log"),
+            log_beside(run),
         )
     return run
 
@@ -116,7 +116,7 @@ def train_critic(files: list[Path], out: Path, args: argparse.Namespace) -> Path
                 f"out={run}",
                 *([] if not (run / "checkpoints" / "latest").exists() else ["resume=true"]),
             ],
-            run.with_suffix(".log"),
+            log_beside(run),
         )
     return run
 
@@ -145,7 +145,7 @@ def evaluate(gen: Path, critic: Path, task: str, k: int, out: Path, args: argpar
                 "progress=false",
                 f"out={run}",
             ],
-            run.with_suffix(".log"),
+            log_beside(run),
         )
     return json.loads((run / "metrics.json").read_text())
 

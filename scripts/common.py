@@ -75,6 +75,12 @@ def format_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -
     return "\n".join(lines)
 
 
+def log_beside(run: Path, suffix: str = ".log") -> Path:
+    """The log file next to a run directory: ``<run><suffix>``. Not ``with_suffix``: run names hold dots
+    (``noise0.3``, ``t0.5``), which it would cut, so two runs could share one log."""
+    return Path(f"{run}{suffix}")
+
+
 def run_module(args: list[str], log: Path, cwd: Path) -> None:
     """``python -m <args>`` in ``cwd`` with its output in ``log``; raises if it fails (benchmark grid steps)."""
     import subprocess
