@@ -316,3 +316,5 @@ def test_rlpd_and_single_step_variants_act_and_learn_and_bad_config_is_a_clear_e
         EXPOConfig(policy="otf", backup_entropy=True)
     with pytest.raises(ValueError, match="num_edits"):
         EXPOConfig(num_samples=2, num_edits=3)
+    with pytest.raises(ValueError, match=r"temperature_lr=-0.1 must be >= 0"):
+        EXPOConfig(temperature_lr=-0.1)
