@@ -218,7 +218,9 @@ def main() -> None:
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
-    done = read_results(results_path, ("task", "variant", "seed"))
+    # keyed by --which too: a `--which best` pass after a finished grid evaluates the runs' best actors
+    # (the runs themselves are reused) instead of returning their `latest` rows
+    done = read_results(results_path, ("task", "variant", "seed", "which"))
     for task in args.tasks:
         base, demos, base_success = weak_base(task, out, args.noise, args.base_steps, args.episodes)
         if args.noise_check:
@@ -234,7 +236,7 @@ def main() -> None:
         )
         for variant in args.variants:
             for seed in args.seeds:
-                if (task, variant, seed) in done:
+                if (task, variant, seed, args.which) in done:
                     continue
                 run = out / task / f"dsrl_{variant}_s{seed}"
                 wall = None  # a run that finished before its results row was written is reused as it is
@@ -252,15 +254,17 @@ def main() -> None:
                     wall = time.perf_counter() - start
                 m = json.loads((run / "metrics.json").read_text())
                 r = _row(task, variant, seed, base_success, run, m, wall or m["wall_time_s"], args)
-                done[(task, variant, seed)] = r
+                done[(task, variant, seed, args.which)] = r
                 with results_path.open("a") as f:
                     f.write(json.dumps(r) + "\n")
                 print(json.dumps({k: v for k, v in r.items() if k != "history"}), flush=True)
     rows: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in done.values():
-        rows[(r["task"], r["variant"])].append(r)
+        if r["which"] == args.which:
+            rows[(r["task"], r["variant"])].append(r)
     print(
-        f"\nSuccess on {args.episodes} unseen episodes (eval seed {EVAL_SEED}); weak DP base vs DSRL-steered"
+        f"\nSuccess on {args.episodes} unseen episodes (eval seed {EVAL_SEED}); weak DP base vs DSRL-steered "
+        f"({args.which} actor)"
     )
     print("| task | variant | base | steered (per seed) | mean | env steps | wall min/run |")
     print("|---|---|---|---|---|---|---|")
@@ -272,8 +276,8 @@ def main() -> None:
             f"{np.mean([r['success_rate'] for r in rs]):.2f} | {int(np.mean([r['env_steps'] for r in rs]))} | "
             f"{np.mean([r['wall_s'] for r in rs]) / 60:.1f} |"
         )
-    if done:
-        plot(list(done.values()), out / "curves.png")
+    if rows:
+        plot([r for rs in rows.values() for r in rs], out / "curves.png")
         print(f"curves: {out / 'curves.png'}")
 
 
