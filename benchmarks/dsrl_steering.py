@@ -219,8 +219,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
     # keyed by --which too: a `--which best` pass after a finished grid evaluates the runs' best actors
-    # (the runs themselves are reused) instead of returning their `latest` rows
-    done = read_results(results_path, ("task", "variant", "seed", "which"))
+    # (the runs themselves are reused) instead of returning their `latest` rows; older rows had only `latest`
+    done = read_results(results_path, ("task", "variant", "seed", "which"), defaults={"which": "latest"})
     for task in args.tasks:
         base, demos, base_success = weak_base(task, out, args.noise, args.base_steps, args.episodes)
         if args.noise_check:

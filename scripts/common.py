@@ -90,9 +90,16 @@ def run_module(args: list[str], log: Path, cwd: Path) -> None:
         subprocess.run([sys.executable, "-m", *args], cwd=cwd, stdout=f, stderr=subprocess.STDOUT, check=True)
 
 
-def read_results(path: Path, key: tuple[str, ...]) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """A resumable grid's finished runs: ``{(r[k] for k in key): r}`` from a JSON-lines file (empty if none)."""
+def read_results(
+    path: Path, key: tuple[str, ...], defaults: dict[str, Any] | None = None
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """A resumable grid's finished runs: ``{(r[k] for k in key): r}`` from a JSON-lines file (empty if none).
+
+    ``defaults``: values of key fields that rows written before the field existed lack (they get it filled in).
+    """
     if not path.exists():
         return {}
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [
+        {**(defaults or {}), **json.loads(line)} for line in path.read_text().splitlines() if line.strip()
+    ]
     return {tuple(r[k] for k in key): r for r in rows}

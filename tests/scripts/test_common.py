@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from scripts.common import log_beside
+from scripts.common import log_beside, read_results
 
 
 def test_log_beside_keeps_dotted_run_names_apart():
@@ -14,3 +15,13 @@ def test_log_beside_keeps_dotted_run_names_apart():
         "runs/base_dp_noise0.5_3000.train.log"
     )
     assert log_beside(Path("evals/cell_t0.5")) != log_beside(Path("evals/cell_t0"))
+
+
+def test_read_results_fills_key_fields_that_old_rows_lack(tmp_path: Path):
+    """A grid re-keyed by a new field (dsrl_steering: `which`) still reads the rows written before it."""
+    path = tmp_path / "results.jsonl"
+    rows = [{"seed": 0, "success_rate": 0.5}, {"seed": 0, "which": "best", "success_rate": 0.9}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    done = read_results(path, ("seed", "which"), defaults={"which": "latest"})
+    assert {k: r["success_rate"] for k, r in done.items()} == {(0, "latest"): 0.5, (0, "best"): 0.9}
+    assert read_results(tmp_path / "missing.jsonl", ("seed",)) == {}
