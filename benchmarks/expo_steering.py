@@ -79,7 +79,12 @@ def plot(results: list[dict], path: Path) -> None:
             steps = [rs[0]["history"][i]["env_steps"] for i in range(n)]
             mean = [np.mean([r["history"][i]["success_rate"] for r in rs]) for i in range(n)]
             ax.plot(
-                steps, mean, marker="o", ms=3, color=COLORS.get(method), label=f"{method} ({len(rs)} seed{'s' if len(rs) > 1 else ''})"
+                steps,
+                mean,
+                marker="o",
+                ms=3,
+                color=COLORS.get(method),
+                label=f"{method} ({len(rs)} seed{'s' if len(rs) > 1 else ''})",
             )
         ax.axhline(rs[0]["base_success"], color="black", ls="--", lw=0.8, label="base (stock sampler)")
         ax.set_title(task)

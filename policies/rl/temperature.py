@@ -16,6 +16,13 @@ class Temperature(nn.Module):
         self.log_alpha = nn.Parameter(torch.tensor(math.log(init)))
         self.target_entropy = float(target_entropy)
 
+    @staticmethod
+    def check_lr(owner: str, lr: float) -> None:
+        """Every learner's ``temperature_lr`` check: 0 keeps α at its initial value; a negative rate would
+        drive the entropy away from its target, so it is refused with the learner's name."""
+        if lr < 0:
+            raise ValueError(f"{owner} temperature_lr={lr} must be >= 0 (0: α fixed)")
+
     @property
     def alpha(self) -> torch.Tensor:
         return self.log_alpha.exp().detach()

@@ -84,8 +84,7 @@ class DSRLConfig:
                 f"DSRL noise_critic_samples={self.noise_critic_samples} must be >= 1 and divide "
                 f"batch_size={self.batch_size} (e.g. 8 for batch 128)"
             )
-        if self.temperature_lr < 0:
-            raise ValueError(f"DSRL temperature_lr={self.temperature_lr} must be >= 0 (0: α fixed)")
+        Temperature.check_lr("DSRL", self.temperature_lr)
         if self.noise_bank < 0:
             raise ValueError(f"DSRL noise_bank={self.noise_bank} must be >= 0 (0: decode fresh latents)")
         if self.latent not in LATENTS:

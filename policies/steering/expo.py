@@ -90,8 +90,7 @@ class EXPOConfig:
             )
         if self.edit_scale < 0:
             raise ValueError(f"EXPO edit_scale={self.edit_scale} is not valid: β must be >= 0 (0: best-of-N)")
-        if self.temperature_lr < 0:
-            raise ValueError(f"EXPO temperature_lr={self.temperature_lr} must be >= 0 (0: α fixed)")
+        Temperature.check_lr("EXPO", self.temperature_lr)
         if not 1 <= self.num_min_qs <= self.num_critics:
             raise ValueError(
                 f"EXPO num_min_qs={self.num_min_qs} must lie in [1, num_critics={self.num_critics}]"

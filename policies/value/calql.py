@@ -46,6 +46,7 @@ class CalQLConfig:
     def __post_init__(self) -> None:
         if self.cql_n_actions < 1:
             raise ValueError(f"calql cql_n_actions={self.cql_n_actions} must be >= 1 (reference: 4)")
+        Temperature.check_lr("calql", self.temperature_lr)
         if not 0.0 <= self.discount < 1.0:
             raise ValueError(f"calql discount={self.discount} must lie in [0, 1); the reference uses 0.98")
 

@@ -68,6 +68,8 @@ def test_expectile_loss_and_config_errors() -> None:
     assert float(expectile_loss(torch.tensor([1.0]), 0.9)) > float(expectile_loss(torch.tensor([-1.0]), 0.9))
     with pytest.raises(ValueError, match="cql_n_actions"):
         CalQLConfig(cql_n_actions=0)
+    with pytest.raises(ValueError, match=r"calql temperature_lr=-0.1 must be >= 0"):
+        CalQLConfig(temperature_lr=-0.1)
     with pytest.raises(ValueError, match="unknown calql config keys \\['cql_alpah'\\]"):
         build_learner("calql", {"cql_alpah": 1.0}, {"obs": {}, "action": {"shape": [1]}}, 1, 1, 0)
     with pytest.raises(ValueError, match=r"algo='cql' is not known.*nearest: 'calql'"):
