@@ -42,10 +42,31 @@ class CriticEnsemble(nn.Module):
         layers.append(EnsembleLinear(dim, 1, num_critics))
         self.net = nn.Sequential(*layers)
 
-    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, obs: torch.Tensor, action: torch.Tensor, heads: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Q of every head (E, B), or of the ``heads`` given (H, B) without computing the others."""
         x = torch.cat([obs.flatten(1), action.flatten(1)], dim=-1)  # (B, Do + Da)
-        x = x.unsqueeze(0).expand(self.num_critics, *x.shape)  # (E, B, Do + Da)
-        return self.net(x).squeeze(-1)  # (E, B)
+        x = x.unsqueeze(0).expand(
+            self.num_critics if heads is None else len(heads), *x.shape
+        )  # (E, B, Do + Da)
+        for layer in self.net:
+            x = layer(x, heads) if isinstance(layer, (EnsembleLinear, EnsembleLayerNorm)) else layer(x)
+        return x.squeeze(-1)  # (E, B)
+
+    def subset_min(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        subset: int,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """``reduce(self(obs, action), "min", subset, generator)`` (same draw, same value), computing only the
+        drawn heads, as RLPD's ``subsample_ensemble`` subsamples the parameters before the forward pass."""
+        if subset >= self.num_critics:
+            return self(obs, action).min(dim=0).values
+        heads = _random_heads(self.num_critics, subset, generator).to(obs.device)
+        return self(obs, action, heads).min(dim=0).values  # (B,)
 
     def reduce(
         self,
@@ -56,9 +77,7 @@ class CriticEnsemble(nn.Module):
     ) -> torch.Tensor:
         """Combine heads (E, B) → (B,): ``min``, ``mean``, or the min of a random ``subset`` of heads."""
         if subset is not None and subset < q.shape[0]:
-            where = generator.device if generator is not None else torch.device("cpu")  # a CUDA generator
-            idx = torch.randperm(q.shape[0], generator=generator, device=where)[:subset].to(q.device)
-            q = q[idx]
+            q = q[_random_heads(q.shape[0], subset, generator).to(q.device)]
         if how == "min":
             return q.min(dim=0).values
         if how == "mean":
@@ -70,6 +89,12 @@ class CriticEnsemble(nn.Module):
         target = copy.deepcopy(self)
         target.requires_grad_(False)
         return target
+
+
+def _random_heads(num: int, subset: int, generator: torch.Generator | None) -> torch.Tensor:
+    """``subset`` distinct head indices out of ``num``, drawn on the generator's device (a CUDA generator)."""
+    where = generator.device if generator is not None else torch.device("cpu")
+    return torch.randperm(num, generator=generator, device=where)[:subset]
 
 
 @torch.no_grad()

@@ -49,8 +49,11 @@ class EnsembleLinear(nn.Module):
         nn.init.uniform_(self.weight, -bound, bound)
         nn.init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.baddbmm(self.bias, x, self.weight)  # (E, B, out)
+    def forward(self, x: torch.Tensor, heads: torch.Tensor | None = None) -> torch.Tensor:
+        """``heads``: evaluate only these members (x is then (len(heads), B, in))."""
+        if heads is None:
+            return torch.baddbmm(self.bias, x, self.weight)  # (E, B, out)
+        return torch.baddbmm(self.bias[heads], x, self.weight[heads])  # (H, B, out)
 
 
 class EnsembleLayerNorm(nn.Module):
@@ -61,5 +64,6 @@ class EnsembleLayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(ensemble, 1, dim))
         self.bias = nn.Parameter(torch.zeros(ensemble, 1, dim))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return nn.functional.layer_norm(x, x.shape[-1:]) * self.weight + self.bias
+    def forward(self, x: torch.Tensor, heads: torch.Tensor | None = None) -> torch.Tensor:
+        w, b = (self.weight, self.bias) if heads is None else (self.weight[heads], self.bias[heads])
+        return nn.functional.layer_norm(x, x.shape[-1:]) * w + b

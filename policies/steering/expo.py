@@ -234,8 +234,7 @@ class EXPO(nn.Module):
         """Argmax over candidates (B, C, d) of the min over a random ``num_min_qs`` of the target heads."""
         b, c, d = cands.shape
         s = self.features(obs).repeat_interleave(c, dim=0)  # (B·C, S)
-        q = self.critic_target(s, cands.reshape(b * c, d))  # (E, B·C)
-        q = self.critic_target.reduce(q, "min", subset=self.config.num_min_qs, generator=generator)
+        q = self.critic_target.subset_min(s, cands.reshape(b * c, d), self.config.num_min_qs, generator)
         idx = q.reshape(b, c).argmax(dim=1)  # (B,)
         return cands[torch.arange(b, device=cands.device), idx], idx
 
@@ -270,9 +269,7 @@ class EXPO(nn.Module):
             else:
                 base = self.base if cfg.backup_base == "online" else self.base_ema
                 a2 = self.policy_action(batch["next_obs"], base, generator)
-            q2 = self.critic_target.reduce(
-                self.critic_target(s2, a2), "min", subset=cfg.num_min_qs, generator=generator
-            )
+            q2 = self.critic_target.subset_min(s2, a2, cfg.num_min_qs, generator)  # (B,)
             if cfg.backup_entropy:
                 q2 = q2 - self.temperature.alpha * logp2
             y = batch["reward"].float() + (1.0 - batch["done"].float()) * cfg.gamma * q2  # (B,)

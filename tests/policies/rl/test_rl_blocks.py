@@ -76,6 +76,24 @@ def test_critic_reduce_and_subset():
         critic.reduce(q, "max")
 
 
+def test_subset_min_computes_only_the_drawn_heads_and_equals_reduce():
+    torch.manual_seed(0)
+    critic = CriticEnsemble(3, 2, hidden=[16, 16], num_critics=10)
+    obs, act = torch.randn(6, 3), torch.randn(6, 2)
+    full = critic(obs, act)  # (10, 6)
+    heads = torch.tensor([7, 2])
+    torch.testing.assert_close(critic(obs, act, heads), full[heads])  # head j's own weights, LayerNorm too
+    for subset in (2, 10):
+        for seed in range(5):
+            want = critic.reduce(full, "min", subset=subset, generator=torch.Generator().manual_seed(seed))
+            got = critic.subset_min(obs, act, subset, torch.Generator().manual_seed(seed))
+            torch.testing.assert_close(got, want)
+    draws = {
+        tuple(critic.subset_min(obs, act, 2, torch.Generator().manual_seed(s)).tolist()) for s in range(20)
+    }
+    assert len(draws) > 3  # the heads really are drawn at random
+
+
 def test_polyak_update():
     a, b = CriticEnsemble(2, 1, num_critics=2), CriticEnsemble(2, 1, num_critics=2)
     target = a.make_target()

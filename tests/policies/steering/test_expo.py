@@ -39,9 +39,11 @@ class Planted(CriticEnsemble):
         super().__init__(1, 1, hidden=[1], num_critics=num_critics)
         self.target = target
 
-    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, obs: torch.Tensor, action: torch.Tensor, heads: torch.Tensor | None = None
+    ) -> torch.Tensor:
         q = -((action - self.target) ** 2).sum(-1)  # (B,)
-        return q.unsqueeze(0).expand(self.num_critics, -1)
+        return q.unsqueeze(0).expand(self.num_critics if heads is None else len(heads), -1)
 
 
 def _obs(b: int = 3, seed: int = 0) -> dict[str, torch.Tensor]:
