@@ -7,9 +7,11 @@ generalist on all 20 files (task id -> learned embedding; no per-task models), a
 (``--algo``, Cal-QL by default, sparse success reward) on the same files, shared by every generalist. Then
 evaluate each generalist on every task for ``--episodes`` unseen initial states (eval seed 200000) through
 ``robosteer-eval ... steer=vgps critic=... samples=K temperature=β``; K = 1 rows are the plain generalist
-("without V-GPS"; for DP and flow identical to V-GPS with K = 1, for SDP its native streaming ``act``). The added latency per control step is measured in-process at batch 1: (steered re-plan −
-base re-plan) / Ta. Every finished evaluation is appended to ``<out>/results.jsonl``, so an interrupted grid
-resumes where it stopped; the table is printed at the end.
+("without V-GPS"; for DP and flow identical to V-GPS with K = 1, for SDP its native streaming ``act``). The added latency per control step is measured in-process at batch 1:
+steered re-plan / n − base re-plan / Ta (n = Ta unless ``--replan-every``). Every finished evaluation is appended to ``<out>/results.jsonl``, so an interrupted grid
+resumes where it stopped; the table is printed at the end. ``--replan-every n`` executes n steps of each
+steered chunk instead of Ta (``robosteer-eval replan_every=n``); its K = 1 rows then also go through the
+wrapper (one fresh sample per re-plan, executed alike), so they show what re-planning alone does.
 
     python benchmarks/vgps.py --policies diffusion flow streaming --ks 1 4 16 32 --seeds 0 1 2 \
         --out runs/bench/vgps
@@ -124,7 +126,15 @@ def train_critic(files: list[Path], out: Path, args: argparse.Namespace) -> Path
 def evaluate(gen: Path, critic: Path, task: str, k: int, out: Path, args: argparse.Namespace) -> dict:
     # keyed by everything that changes the result, so a re-run with other --episodes / --temperature never
     # reuses an old cell
-    run = out / "evals" / f"{gen.name}_k{k}_{task}_ep{args.episodes}_t{args.temperature:g}"
+    every = args.replan_every
+    run = (
+        out
+        / "evals"
+        / (
+            f"{gen.name}_k{k}_{task}_ep{args.episodes}_t{args.temperature:g}"
+            + (f"_r{every}" if every else "")
+        )
+    )
     if not (run / "metrics.json").exists():
         _run(
             [
@@ -135,12 +145,14 @@ def evaluate(gen: Path, critic: Path, task: str, k: int, out: Path, args: argpar
                 f"episodes={args.episodes}",
                 f"num_envs={args.num_envs}",
                 f"seed={EVAL_SEED}",
-                # K = 1: the plain generalist (for SDP its native streaming act, not one fresh sample)
+                # K = 1: the plain generalist (for SDP its native streaming act, not one fresh sample); with
+                # --replan-every, K = 1 goes through the wrapper too: one fresh sample per re-plan, executed alike
                 *(
                     []
-                    if k == 1
+                    if k == 1 and not every
                     else ["steer=vgps", f"critic={critic}", f"samples={k}", f"temperature={args.temperature}"]
                 ),
+                *([f"replan_every={every}"] if every else []),
                 "video=false",
                 "progress=false",
                 f"out={run}",
@@ -150,8 +162,11 @@ def evaluate(gen: Path, critic: Path, task: str, k: int, out: Path, args: argpar
     return json.loads((run / "metrics.json").read_text())
 
 
-def latency(gen: Path, critic_dir: Path, task: str, ks: list[int], reps: int) -> dict[int, dict[str, float]]:
-    """Batch-1 re-plan time of the base and of V-GPS with each K (median ms), on a real observation."""
+def latency(
+    gen: Path, critic_dir: Path, task: str, ks: list[int], reps: int, every: int | None = None
+) -> dict[int, dict[str, float]]:
+    """Batch-1 re-plan time of the base and of V-GPS with each K (median ms), on a real observation; the added
+    time per control step compares V-GPS re-planning every ``every`` steps with the base's every Ta."""
     import torch
 
     import sim
@@ -185,7 +200,7 @@ def latency(gen: Path, critic_dir: Path, task: str, ks: list[int], reps: int) ->
             policy, critic, samples=k, score="first" if critic.action_steps == 1 else "chunk", task_id=tid
         )
         ms = med(lambda steered=steered: steered.sample(obs))
-        out[k] = {"base_plan_ms": base, "plan_ms": ms, "added_ms_per_step": (ms - base) / ta}
+        out[k] = {"base_plan_ms": base, "plan_ms": ms, "added_ms_per_step": ms / (every or ta) - base / ta}
     return out
 
 
@@ -209,14 +224,20 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--num-envs", type=int, default=4)
     parser.add_argument("--latency-reps", type=int, default=20)
+    parser.add_argument(
+        "--replan-every",
+        type=int,
+        default=None,
+        help="env steps executed per steered plan (robosteer-eval replan_every; default: the policy's Ta)",
+    )
     parser.add_argument("--out", default="runs/bench/vgps")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
-    key = ("policy", "seed", "k", "task", "episodes", "temperature")
-    done = read_results(results_path, key)
+    key = ("policy", "seed", "k", "task", "episodes", "temperature", "replan_every")
+    done = read_results(results_path, key, defaults={"replan_every": None})
 
     files = [f for task in args.tasks for f in collect(task, out, args)]
     critic = train_critic(files, out, args)
@@ -227,11 +248,12 @@ def main() -> None:
         for seed in args.seeds:
             gen = train_generalist(policy, seed, files, out, args)
             if seed == args.seeds[0]:
-                for k, v in latency(gen, critic, args.tasks[0], args.ks, args.latency_reps).items():
+                lat_ks = latency(gen, critic, args.tasks[0], args.ks, args.latency_reps, args.replan_every)
+                for k, v in lat_ks.items():
                     lat[(policy, k)] = v
             for k in args.ks:
                 for task in args.tasks:
-                    cell = (policy, seed, k, task, args.episodes, args.temperature)
+                    cell = (policy, seed, k, task, args.episodes, args.temperature, args.replan_every)
                     if cell in done:
                         continue
                     m = evaluate(gen, critic, task, k, out, args)
@@ -245,6 +267,7 @@ def main() -> None:
                         "plan_sample_ms": m.get("plan_sample_ms"),
                         "plan_score_ms": m.get("plan_score_ms"),
                         "temperature": args.temperature,
+                        "replan_every": args.replan_every,
                     }
                     done[cell] = r
                     with results_path.open("a") as f:
@@ -257,11 +280,13 @@ def main() -> None:
             r["task"] in args.tasks
             and r["episodes"] == args.episodes
             and r["temperature"] == args.temperature
+            and r["replan_every"] == args.replan_every
         ):
             cells[(r["policy"], r["k"])][r["seed"]].append(r["success_rate"])
     print(
         f"\nMT{len(args.tasks)} average success on {args.episodes} unseen episodes per task (eval seed {EVAL_SEED}); "
         f"K = 1 is the generalist without V-GPS; β = {args.temperature}; one {args.algo} critic for all; "
+        f"re-plan every {args.replan_every or 'Ta'} steps; "
         f"latency: batch 1, 1 thread, load average {os.getloadavg()[0]:.1f}"
     )
     print("| policy | K | success per seed | mean | re-plan ms | added ms / control step |")

@@ -95,12 +95,20 @@ def steer_policy(cfg: DictConfig, policy: Any, task: str) -> Any:
             )
         task_id = critic.task_names.index(task)
     score = "first" if critic.action_steps == 1 else "chunk"
+    ta = int(policy.config.n_action_steps)
+    every = cfg.get("replan_every")
+    if every is not None and not 1 <= int(every) <= ta:
+        raise ValueError(
+            f"replan_every={every} is not valid for {cfg.checkpoint}: expected 1..{ta} (its n_action_steps), "
+            f"or null for {ta}"
+        )
     return VGPSPolicy(
         policy,
         critic,
         samples=int(cfg.samples),
         temperature=float(cfg.temperature),
         score=score,
+        n_action_steps=None if every is None else int(every),
         task_id=task_id,
         seed=int(cfg.seed),
     ).eval()
@@ -115,6 +123,7 @@ def steer_metrics(cfg: DictConfig, policy: Any) -> dict[str, Any]:
         "samples": int(cfg.samples),
         "temperature": float(cfg.temperature),
         "score": policy.score,
+        "replan_every": policy.n_action_steps,
         "plan_sample_ms": 1000 * policy.timing["sample_s"] / plans,
         "plan_score_ms": 1000 * policy.timing["score_s"] / plans,
         "plans": policy.timing["plans"],

@@ -62,6 +62,8 @@ class VGPSPolicy:
         temperature: β; 0 = argmax.
         score: ``first`` or ``chunk`` (see above).
         n_obs_steps / n_action_steps: To / Ta; default: the policy's ``config`` (a client must pass them).
+            A smaller ``n_action_steps`` executes fewer rows of each chosen chunk and re-plans sooner (the
+            reference re-selects at every step: Octo's chunks go through its temporal ensembler).
         task_id: the task index the critic was trained with (multi-task critics), or None.
         seed: seeds the selection draws (reproducible deployments).
     """

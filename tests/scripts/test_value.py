@@ -137,12 +137,21 @@ def test_multitask_generalist_steered_through_robosteer_eval(tmp_path) -> None:
     ]
     steer = ["steer=vgps", f"critic={tmp_path / 'critic'}"]
     runs = {}
-    for name, extra in (("plain", []), ("k1", [*steer, "samples=1"]), ("k4", [*steer, "samples=4"])):
+    for name, extra in (
+        ("plain", []),
+        ("k1", [*steer, "samples=1"]),
+        ("k4", [*steer, "samples=4"]),
+        ("k4r1", [*steer, "samples=4", "replan_every=1"]),
+    ):
         p = _run_cli("scripts.evaluate", *common, *extra, f"out={tmp_path / name}")
         assert p.returncode == 0, p.stderr[-3000:]
         runs[name] = json.loads((tmp_path / name / "metrics.json").read_text())
     assert runs["k4"]["samples"] == 4 and runs["k4"]["score"] == "first" and runs["k4"]["plan_score_ms"] > 0
     assert runs["k1"]["returns"] == runs["plain"]["returns"]  # K = 1 is exactly the generalist
     assert runs["k4"]["returns"] != runs["plain"]["returns"]
+    assert runs["k4"]["replan_every"] == 4 and runs["k4r1"]["replan_every"] == 1
+    assert runs["k4r1"]["plans"] > runs["k4"]["plans"]  # a steered plan every env step, not every Ta = 4
+    p = _run_cli("scripts.evaluate", *common, *steer, "replan_every=5", f"out={tmp_path / 'bad_every'}")
+    assert p.returncode != 0 and "replan_every=5" in p.stderr and "1..4" in p.stderr
     p = _run_cli("scripts.evaluate", *common, "steer=vgps", f"out={tmp_path / 'bad'}")
     assert p.returncode != 0 and "needs critic=" in p.stderr
