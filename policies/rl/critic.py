@@ -47,9 +47,8 @@ class CriticEnsemble(nn.Module):
     ) -> torch.Tensor:
         """Q of every head (E, B), or of the ``heads`` given (H, B) without computing the others."""
         x = torch.cat([obs.flatten(1), action.flatten(1)], dim=-1)  # (B, Do + Da)
-        x = x.unsqueeze(0).expand(
-            self.num_critics if heads is None else len(heads), *x.shape
-        )  # (E, B, Do + Da)
+        e = self.num_critics if heads is None else len(heads)
+        x = x.unsqueeze(0).expand(e, *x.shape)  # (E, B, Do + Da)
         for layer in self.net:
             x = layer(x, heads) if isinstance(layer, (EnsembleLinear, EnsembleLayerNorm)) else layer(x)
         return x.squeeze(-1)  # (E, B)
