@@ -7,11 +7,12 @@ generalist on all 20 files (task id -> learned embedding; no per-task models), a
 (``--algo``, Cal-QL by default, sparse success reward) on the same files, shared by every generalist. Then
 evaluate each generalist on every task for ``--episodes`` unseen initial states (eval seed 200000) through
 ``robosteer-eval ... steer=vgps critic=... samples=K temperature=β``; K = 1 rows are the plain generalist
-("without V-GPS"; for DP and flow identical to V-GPS with K = 1, for SDP its native streaming ``act``). The added latency per control step is measured in-process at batch 1:
-steered re-plan / n − base re-plan / Ta (n = Ta unless ``--replan-every``). Every finished evaluation is appended to ``<out>/results.jsonl``, so an interrupted grid
-resumes where it stopped; the table is printed at the end. ``--replan-every n`` executes n steps of each
-steered chunk instead of Ta (``robosteer-eval replan_every=n``); its K = 1 rows then also go through the
-wrapper (one fresh sample per re-plan, executed alike), so they show what re-planning alone does.
+("without V-GPS"; for DP and flow identical to V-GPS with K = 1, for SDP its native streaming ``act``).
+``--replan-every n`` executes n steps of each steered chunk instead of Ta (``robosteer-eval replan_every=n``);
+its K = 1 rows then also go through the wrapper (one fresh sample per re-plan, executed alike), so they show
+what re-planning alone does. The added latency per control step is measured in-process at batch 1: steered
+re-plan / n − base re-plan / Ta (n = Ta without ``--replan-every``). Every finished evaluation is appended to
+``<out>/results.jsonl``, so an interrupted grid resumes where it stopped; the table is printed at the end.
 
     python benchmarks/vgps.py --policies diffusion flow streaming --ks 1 4 16 32 --seeds 0 1 2 \
         --out runs/bench/vgps
@@ -127,14 +128,8 @@ def evaluate(gen: Path, critic: Path, task: str, k: int, out: Path, args: argpar
     # keyed by everything that changes the result, so a re-run with other --episodes / --temperature never
     # reuses an old cell
     every = args.replan_every
-    run = (
-        out
-        / "evals"
-        / (
-            f"{gen.name}_k{k}_{task}_ep{args.episodes}_t{args.temperature:g}"
-            + (f"_r{every}" if every else "")
-        )
-    )
+    name = f"{gen.name}_k{k}_{task}_ep{args.episodes}_t{args.temperature:g}" + (f"_r{every}" if every else "")
+    run = out / "evals" / name
     if not (run / "metrics.json").exists():
         _run(
             [
