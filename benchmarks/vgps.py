@@ -10,7 +10,9 @@ evaluate each generalist on every task for ``--episodes`` unseen initial states 
 ("without V-GPS"; for DP and flow identical to V-GPS with K = 1, for SDP its native streaming ``act``).
 ``--replan-every n`` executes n steps of each steered chunk instead of Ta (``robosteer-eval replan_every=n``);
 its K = 1 rows then also go through the wrapper (one fresh sample per re-plan, executed alike), so they show
-what re-planning alone does. The added latency per control step is measured in-process at batch 1: steered
+what re-planning alone does. SDP's candidates come from its stateless ``sample``: ``--sdp-sample streaming``
+(default; a cold-start streaming call, robosteer-eval ``sample_levels=streaming``) or ``constant`` (full DDIM at
+one level, which every SDP cell used before this option existed). The added latency per control step is measured in-process at batch 1: steered
 re-plan / n − base re-plan / Ta (n = Ta without ``--replan-every``). Every finished evaluation is appended to
 ``<out>/results.jsonl``, so an interrupted grid resumes where it stopped; the table is printed at the end.
 
@@ -33,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from scripts.common import log_beside, read_results, run_module
+from scripts.evaluate import set_sample_levels
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_SEED = 200000
@@ -124,11 +127,18 @@ def train_critic(files: list[Path], out: Path, args: argparse.Namespace) -> Path
     return run
 
 
+def sdp_sample(policy: str, k: int, args: argparse.Namespace) -> str | None:
+    """The SDP ``sample`` path a cell draws from: SDP through the wrapper only (else None: DP, flow, SDP ``act``)."""
+    return args.sdp_sample if policy == "streaming" and (k > 1 or args.replan_every) else None
+
+
 def evaluate(gen: Path, critic: Path, task: str, k: int, out: Path, args: argparse.Namespace) -> dict:
     # keyed by everything that changes the result, so a re-run with other --episodes / --temperature never
-    # reuses an old cell
+    # reuses an old cell (cells from before --sdp-sample drew SDP candidates at constant levels: no suffix)
     every = args.replan_every
+    levels = sdp_sample(gen.name.split("_")[0], k, args)
     name = f"{gen.name}_k{k}_{task}_ep{args.episodes}_t{args.temperature:g}" + (f"_r{every}" if every else "")
+    name += f"_{levels}" if levels not in (None, "constant") else ""
     run = out / "evals" / name
     if not (run / "metrics.json").exists():
         _run(
@@ -148,6 +158,7 @@ def evaluate(gen: Path, critic: Path, task: str, k: int, out: Path, args: argpar
                     else ["steer=vgps", f"critic={critic}", f"samples={k}", f"temperature={args.temperature}"]
                 ),
                 *([f"replan_every={every}"] if every else []),
+                *([f"sample_levels={levels}"] if levels else []),
                 "video=false",
                 "progress=false",
                 f"out={run}",
@@ -158,7 +169,13 @@ def evaluate(gen: Path, critic: Path, task: str, k: int, out: Path, args: argpar
 
 
 def latency(
-    gen: Path, critic_dir: Path, task: str, ks: list[int], reps: int, every: int | None = None
+    gen: Path,
+    critic_dir: Path,
+    task: str,
+    ks: list[int],
+    reps: int,
+    every: int | None = None,
+    sample_levels: str = "streaming",
 ) -> dict[int, dict[str, float]]:
     """Batch-1 re-plan time of the base and of V-GPS with each K (median ms), on a real observation; the added
     time per control step compares V-GPS re-planning every ``every`` steps with the base's every Ta."""
@@ -172,6 +189,8 @@ def latency(
     torch.set_num_threads(1)
     policy = load_policy(gen, which="ema")
     policy.set_task(task)
+    if policy.name == "streaming":
+        set_sample_levels(policy, sample_levels, str(gen))
     critic = load_critic(critic_dir)
     tid = critic.task_names.index(task) if critic.num_tasks > 1 else None
     with sim.make_env(task, num_envs=1, seed=EVAL_SEED, obs="state") as env:
@@ -225,14 +244,20 @@ def main() -> None:
         default=None,
         help="env steps executed per steered plan (robosteer-eval replan_every; default: the policy's Ta)",
     )
+    parser.add_argument(
+        "--sdp-sample",
+        default="streaming",
+        choices=["streaming", "constant"],
+        help="SDP's stateless sample path for V-GPS candidates (robosteer-eval sample_levels)",
+    )
     parser.add_argument("--out", default="runs/bench/vgps")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
-    key = ("policy", "seed", "k", "task", "episodes", "temperature", "replan_every")
-    done = read_results(results_path, key, defaults={"replan_every": None})
+    key = ("policy", "seed", "k", "task", "episodes", "temperature", "replan_every", "sample_levels")
+    done = read_results(results_path, key, defaults={"replan_every": None, "sample_levels": None})
 
     files = [f for task in args.tasks for f in collect(task, out, args)]
     critic = train_critic(files, out, args)
@@ -243,12 +268,15 @@ def main() -> None:
         for seed in args.seeds:
             gen = train_generalist(policy, seed, files, out, args)
             if seed == args.seeds[0]:
-                lat_ks = latency(gen, critic, args.tasks[0], args.ks, args.latency_reps, args.replan_every)
+                lat_ks = latency(
+                    gen, critic, args.tasks[0], args.ks, args.latency_reps, args.replan_every, args.sdp_sample
+                )
                 for k, v in lat_ks.items():
                     lat[(policy, k)] = v
             for k in args.ks:
                 for task in args.tasks:
-                    cell = (policy, seed, k, task, args.episodes, args.temperature, args.replan_every)
+                    levels = sdp_sample(policy, k, args)
+                    cell = (policy, seed, k, task, args.episodes, args.temperature, args.replan_every, levels)
                     if cell in done:
                         continue
                     m = evaluate(gen, critic, task, k, out, args)
@@ -263,6 +291,7 @@ def main() -> None:
                         "plan_score_ms": m.get("plan_score_ms"),
                         "temperature": args.temperature,
                         "replan_every": args.replan_every,
+                        "sample_levels": levels,
                     }
                     done[cell] = r
                     with results_path.open("a") as f:
@@ -276,12 +305,13 @@ def main() -> None:
             and r["episodes"] == args.episodes
             and r["temperature"] == args.temperature
             and r["replan_every"] == args.replan_every
+            and r["sample_levels"] == sdp_sample(r["policy"], r["k"], args)
         ):
             cells[(r["policy"], r["k"])][r["seed"]].append(r["success_rate"])
     print(
         f"\nMT{len(args.tasks)} average success on {args.episodes} unseen episodes per task (eval seed {EVAL_SEED}); "
         f"K = 1 is the generalist without V-GPS; β = {args.temperature}; one {args.algo} critic for all; "
-        f"re-plan every {args.replan_every or 'Ta'} steps; "
+        f"re-plan every {args.replan_every or 'Ta'} steps; SDP candidates: {args.sdp_sample} sample; "
         f"latency: batch 1, 1 thread, load average {os.getloadavg()[0]:.1f}"
     )
     print("| policy | K | success per seed | mean | re-plan ms | added ms / control step |")

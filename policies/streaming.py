@@ -16,8 +16,16 @@ N_train by N_inf (so every inference level vector lies in the training support, 
 
 Training (``loss``) uses N = num_train_timesteps: with probability ``p_chunkwise`` (0.8) chunk-wise levels
 k(i, j) = floor(N (c(i)+1)/h) - 1 - j with j ~ U{0 .. floor(N/h) - 1}, else one level ~ U{0 .. N-1} for
-all positions (plain DP). ``sample(obs, noise)`` is a stateless full N_inf-step DDIM at constant levels
-(DP sampling with this network; deterministic in noise); ``act`` and ``stream_step`` use the buffer.
+all positions (plain DP). ``act`` and ``stream_step`` use the buffer. ``sample(obs, noise)`` is stateless and
+deterministic in noise (what DSRL, EXPO and V-GPS draw candidates from), two ways (``sample_levels``):
+"streaming" (default) is a cold-start streaming call: constant levels from N_inf-1 down to chunk 0's start
+level, the positions of later chunks set back to their start levels (level N_inf-1: the noise itself, as
+appended positions are; in between: forward-noised with it), then one streaming call. It spends its last
+denoiser calls on chunk-wise level vectors (80 % of training), like ``act``; like ``act``'s plan, the chunk's
+positions after To-1+Ta-1 are returned partly denoised (they are never executed). "constant" is a full
+N_inf-step DDIM at one level for every position (DP sampling with this network; 20 % of training). The
+20,000-step MT10 generalists (README, V-GPS; 3 seeds) score 0.717 with one "streaming" sample per 4 steps and
+0.693 with "constant" (their ``act``: 0.727), and as V-GPS candidates (K = 32) 0.865 and 0.818.
 Per-row reset re-initialises that row's buffer; all rows then keep identical level vectors, so the rows
 planned together always share one level schedule.
 """
@@ -73,6 +81,9 @@ class LevelSchedule:
         return out
 
 
+SAMPLE_LEVELS = ("streaming", "constant")
+
+
 @dataclass
 class StreamingConfig(DiffusionConfig):
     """SDP hyperparameters; horizon 20 with To=2, Ta=8 gives h=2 chunks (the reference's lowdim config)."""
@@ -80,11 +91,13 @@ class StreamingConfig(DiffusionConfig):
     horizon: int = 20
     p_chunkwise: float = 0.8  # training mixture: chunk-wise levels vs one constant level
     buffer_init: str = "zero"  # "zero": zeros noised to k(i) (fresh noise at level N-1) | "denoise"
+    sample_levels: str = "streaming"  # stateless sample(): "streaming" cold-start call | "constant" full DDIM
 
     def validate(self) -> None:
         super().validate()
         _check_choice("scheduler", self.scheduler, ("ddim",))
         _check_choice("buffer_init", self.buffer_init, ("zero", "denoise"))
+        _check_choice("sample_levels", self.sample_levels, SAMPLE_LEVELS)
         if self.prefix_train_prob:
             raise ValueError(
                 "prefix_train_prob is for diffusion policies: streaming already uses per-position levels"
@@ -174,8 +187,10 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
     def inference_level_vectors(self) -> set[tuple[int, ...]]:
         """Every per-position train-timestep vector the denoiser sees during streaming and full sampling."""
         ratio = self.ddim_table().ratio
+        n = self.config.num_inference_steps
         seen = {tuple((self.init_levels - i).mul(ratio).tolist()) for i in range(self.nfe_per_call)}
-        seen |= {(k * ratio,) * self.config.horizon for k in range(self.config.num_inference_steps)}
+        lowest = 0 if self.config.sample_levels == "constant" else self.nfe_per_call  # the constant phase
+        seen |= {(k * ratio,) * self.config.horizon for k in range(lowest, n)}
         return seen
 
     def check_coverage(self) -> None:
@@ -275,12 +290,25 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
         return x, levels
 
     def _sample_normalized(self, cond: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """Full DDIM from noise at level N-1 for every position (DP sampling with this network)."""
+        """Stateless chunk from ``noise`` (B, Tp, Da), N_inf denoiser calls either way (``sample_levels``)."""
         n = self.config.num_inference_steps
         levels = torch.full(
             (noise.shape[0], self.config.horizon), n - 1, dtype=torch.long, device=noise.device
         )
-        return self.denoise_levels(noise, levels, cond, n)[0]
+        if self.config.sample_levels == "constant":  # full DDIM at one level (DP sampling with this network)
+            return self.denoise_levels(noise, levels, cond, n)[0]
+        # cold-start streaming call: constant levels down to chunk 0's start level ...
+        start = self.init_levels.to(noise.device)  # (Tp,)
+        low = int(start[0])
+        x = self.denoise_levels(noise, levels, cond, n - 1 - low)[0]
+        # ... later chunks back to their start levels with the same noise (deterministic in noise): level
+        # N-1 holds the noise itself (as appended positions do), levels in between the forward process
+        ac = self.noise_scheduler.alphas_cumprod.to(noise.device)
+        ratio = self.ddim_table().ratio
+        keep = (ac[start * ratio] / ac[low * ratio]).clamp(max=1.0).view(1, -1, 1)  # (1, Tp, 1)
+        x = keep.sqrt() * x + (1 - keep).sqrt() * noise
+        x = torch.where((start == n - 1).view(1, -1, 1), noise, x)
+        return self._run_schedule(x, cond, self._stream_schedule(noise.device))  # (B, Tp, Da)
 
     # ------------------------------------------------------------------ streaming buffer
     def _q_sample(self, x0: torch.Tensor, noise: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

@@ -114,6 +114,21 @@ def steer_policy(cfg: DictConfig, policy: Any, task: str) -> Any:
     ).eval()
 
 
+def set_sample_levels(policy: Any, value: str, checkpoint: str) -> None:
+    """``sample_levels=``: which stateless ``sample`` path a streaming (SDP) checkpoint uses under steering."""
+    from policies.streaming import SAMPLE_LEVELS
+
+    if getattr(policy, "name", None) != "streaming":
+        raise ValueError(
+            f"sample_levels={value!r} applies to streaming (SDP) checkpoints; {checkpoint} is "
+            f"{getattr(policy, 'name', type(policy).__name__)!r}: drop sample_levels"
+        )
+    if value not in SAMPLE_LEVELS:
+        raise ValueError(f"sample_levels={value!r} is not known: expected one of {SAMPLE_LEVELS}")
+    policy.config.sample_levels = value
+    policy.check_coverage()
+
+
 def steer_metrics(cfg: DictConfig, policy: Any) -> dict[str, Any]:
     """The steering settings and its cost: base sampling and critic scoring time per re-plan (ms)."""
     plans = max(1, policy.timing["plans"])
@@ -124,6 +139,7 @@ def steer_metrics(cfg: DictConfig, policy: Any) -> dict[str, Any]:
         "temperature": float(cfg.temperature),
         "score": policy.score,
         "replan_every": policy.n_action_steps,
+        "sample_levels": getattr(getattr(policy.policy, "config", None), "sample_levels", None),
         "plan_sample_ms": 1000 * policy.timing["sample_s"] / plans,
         "plan_score_ms": 1000 * policy.timing["score_s"] / plans,
         "plans": policy.timing["plans"],
@@ -160,6 +176,8 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             raise ValueError(f"the checkpoint {cfg.checkpoint} names no task: pass task=<name>")
         if getattr(policy, "task_names", None):  # a multi-task generalist acts on the evaluated task
             policy.set_task(task)
+        if cfg.get("sample_levels"):
+            set_sample_levels(policy, str(cfg.sample_levels), str(cfg.checkpoint))
         mode, cams, size = obs_mode(policy.shape_meta)
         if cfg.get("steer"):
             policy = steer_policy(cfg, policy, task)

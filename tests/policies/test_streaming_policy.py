@@ -98,8 +98,9 @@ def test_act_nfe_and_per_row_reset(shape_meta: dict, stats: dict) -> None:
     assert p._buffer is None
 
 
-def test_train_test_coverage(shape_meta: dict, stats: dict) -> None:
-    p = make_sdp(shape_meta, stats)
+@pytest.mark.parametrize("sample_levels", ["streaming", "constant"])
+def test_train_test_coverage(shape_meta: dict, stats: dict, sample_levels: str) -> None:
+    p = make_sdp(shape_meta, stats, sample_levels=sample_levels)
     support = p.train_level_support()
     seen = set()
     obs = obs_window(2)
@@ -119,6 +120,8 @@ def test_config_validation(shape_meta: dict) -> None:
         make_policy("streaming", shape_meta, horizon=16, n_action_steps=5, num_inference_steps=10)
     with pytest.raises(ValueError, match="scheduler"):
         make_policy("streaming", shape_meta, scheduler="ddpm")
+    with pytest.raises(ValueError, match=r"sample_levels.*'streaming'"):
+        make_policy("streaming", shape_meta, sample_levels="stream")
 
 
 def test_three_chunks(shape_meta: dict, stats: dict) -> None:
@@ -133,6 +136,10 @@ def test_three_chunks(shape_meta: dict, stats: dict) -> None:
         p.stream_step(obs_window(2))
         assert len(p.model.levels) - before == 4
         assert (p.last_call_levels[:, :6] == -1).all() and (p._levels == p.init_levels).all()
+    before = len(p.model.levels)
+    p.sample(obs_window(2))  # the cold-start streaming sample: 8 constant levels, then one streaming call
+    seen = {tuple(t[0].tolist()) for t in p.model.levels[before:]}
+    assert len(p.model.levels) - before == 12 and seen <= p.train_level_support()
 
 
 def test_per_position_conditioning(shape_meta: dict, stats: dict) -> None:
@@ -154,6 +161,11 @@ def test_h1_reduces_to_dp_sampling(shape_meta: dict, stats: dict) -> None:
     obs, noise = obs_window(3), torch.randn(3, 16, ACTION_DIM)
     streamed = p.stream_step(obs, init_noise=noise)
     assert torch.equal(streamed, p.sample(obs, noise))
+    torch.testing.assert_close(streamed, diffusers_ddim(p, obs, noise), atol=1e-6, rtol=0)
+
+
+def diffusers_ddim(p, obs: dict, noise: torch.Tensor) -> torch.Tensor:
+    """The reference: diffusers' DDIMScheduler over all positions at one level, raw units."""
     c = p.config
     sched = DDIMScheduler(
         num_train_timesteps=c.num_train_timesteps,
@@ -167,8 +179,40 @@ def test_h1_reduces_to_dp_sampling(shape_meta: dict, stats: dict) -> None:
     with torch.no_grad():
         cond, x = p.encode_obs(obs), noise.clone()
         for t in sched.timesteps:
-            x = sched.step(p.model(x, t.expand(3, 16), cond), t, x).prev_sample
-    torch.testing.assert_close(streamed, p.normalizer.unnormalize("action", x), atol=1e-6, rtol=0)
+            x = sched.step(p.model(x, t.expand(*noise.shape[:2]), cond), t, x).prev_sample
+    return p.normalizer.unnormalize("action", x)
+
+
+def test_sample_constant_is_dp_ddim(shape_meta: dict, stats: dict) -> None:
+    """sample_levels=constant: one level for every position, exactly DP's DDIM with this network."""
+    p = make_sdp(shape_meta, stats, sample_levels="constant")
+    obs, noise = obs_window(3), torch.randn(3, 20, ACTION_DIM)
+    torch.testing.assert_close(p.sample(obs, noise), diffusers_ddim(p, obs, noise), atol=1e-6, rtol=0)
+
+
+def test_sample_streaming_is_a_cold_start_streaming_call(shape_meta: dict, stats: dict) -> None:
+    """The default sample(): constant levels N-1 .. 5, chunk 1 set back to the noise, then exactly one streaming
+    call from that buffer (N_inf = 10 denoiser calls in all); deterministic in noise, unlike constant levels."""
+    p = make_sdp(shape_meta, stats)
+    assert p.config.sample_levels == "streaming"
+    obs, noise = obs_window(3), torch.randn(3, 20, ACTION_DIM)
+    chunk = p.sample(obs, noise)
+    ratio = p.ddim_table().ratio
+    seen = [t[0].tolist() for t in p.model.levels]
+    constant = [[k * ratio] * 20 for k in (9, 8, 7, 6, 5)]
+    streaming = [((p.init_levels - i) * ratio).tolist() for i in range(p.nfe_per_call)]
+    assert seen == constant + streaming
+    assert torch.equal(chunk, p.sample(obs, noise))
+    with torch.no_grad():  # the buffer built by hand, then the policy's own streaming call
+        cond = p.encode_obs(obs)
+        buf = p.denoise_levels(noise, torch.full((3, 20), 9), cond, 5)[0]
+        later = p.init_levels == 9  # chunk 1's positions
+        buf[:, later] = noise[:, later]
+    p._buffer, p._levels = buf, p.init_levels.expand(3, -1).clone()
+    p._needs_init = torch.zeros(3, dtype=torch.bool)
+    assert torch.equal(chunk, p.stream_step(obs))
+    executed = slice(p.config.n_obs_steps - 1, p.exec_pos + 1)
+    assert not torch.allclose(chunk[:, executed], diffusers_ddim(p, obs, noise)[:, executed], atol=1e-3)
 
 
 def test_level_schedule_validated_once(shape_meta: dict, stats: dict) -> None:
