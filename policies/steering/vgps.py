@@ -88,15 +88,23 @@ class VGPSPolicy:
             raise ValueError(f"score={score!r} is not known: expected one of {SCORES}")
         self.policy, self.critic = policy, critic
         self.samples, self.temperature, self.score = int(samples), float(temperature), score
-        to, ta = (
-            n_obs_steps or _attr(policy, "n_obs_steps"),
-            n_action_steps or _attr(policy, "n_action_steps"),
-        )
+        own_to, own_ta = _attr(policy, "n_obs_steps"), _attr(policy, "n_action_steps")
+        to = own_to if n_obs_steps is None else n_obs_steps
+        ta = own_ta if n_action_steps is None else n_action_steps
+        name = type(policy).__name__
         if to is None or ta is None:
             raise ValueError(
-                f"{type(policy).__name__} exposes no config.n_obs_steps / n_action_steps: pass n_obs_steps= and "
+                f"{name} exposes no config.n_obs_steps / n_action_steps: pass n_obs_steps= and "
                 "n_action_steps= (a remote client reports them in its metadata)"
             )
+        if own_to is not None and int(to) != int(own_to):
+            raise ValueError(
+                f"n_obs_steps={to} differs from {name}'s own n_obs_steps={own_to} (its observation window is "
+                "fixed by training): leave n_obs_steps unset"
+            )
+        if not 1 <= int(ta) <= int(own_ta if own_ta is not None else ta):
+            bound = f"1..{own_ta} (at most {name}'s own n_action_steps)" if own_ta is not None else ">= 1"
+            raise ValueError(f"n_action_steps={ta} is not valid: expected {bound}")
         self.n_obs_steps, self.n_action_steps = int(to), int(ta)
         steps = getattr(critic, "action_steps", None)
         want = 1 if score == "first" else self.n_action_steps
@@ -148,7 +156,7 @@ class VGPSPolicy:
         with torch.no_grad():
             chunks = torch.as_tensor(self.policy.sample(rep, noise=flat_noise))  # (B·K, Tp, Da)
         t1 = time.perf_counter()
-        start = self.n_obs_steps - 1
+        start = self._check_rows(chunks)
         q = self._score(rep, chunks[:, start : start + self.n_action_steps]).reshape(b, k)  # (B, K)
         idx = select(q, self.temperature, self.generator)  # (B,)
         self.timing["sample_s"] += t1 - t0
@@ -156,6 +164,17 @@ class VGPSPolicy:
         self.timing["plans"] += 1
         self.last_q = q
         return chunks.reshape(b, k, *chunks.shape[1:])[torch.arange(b), idx.to(chunks.device)]
+
+    def _check_rows(self, chunks: torch.Tensor) -> int:
+        """First executed row (To-1) of chunks (N, Tp, Da), after checking that all Ta executed rows exist."""
+        start, tp = self.n_obs_steps - 1, int(chunks.shape[1])
+        if start + self.n_action_steps > tp:
+            raise ValueError(
+                f"{type(self.policy).__name__} returned chunks of {tp} rows: executing n_action_steps="
+                f"{self.n_action_steps} after n_obs_steps-1={start} needs {start + self.n_action_steps}; "
+                f"expected n_action_steps <= {max(tp - start, 0)}"
+            )
+        return start
 
     # ------------------------------------------------------------------------------------------ acting
     def _clear(self) -> None:
@@ -201,7 +220,8 @@ class VGPSPolicy:
         if empty.any():
             rows = np.flatnonzero(empty)
             plan = self.sample({k: v[rows] for k, v in self._hist.items()})  # (n, Tp, Da)
-            chunk = plan[:, to - 1 : to - 1 + ta].float()
+            start = self._check_rows(plan)
+            chunk = plan[:, start : start + ta].float()  # (n, Ta, Da)
             if self._queue is None:
                 self._queue = torch.zeros(b, ta, chunk.shape[-1])
             self._queue[rows] = chunk

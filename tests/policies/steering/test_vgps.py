@@ -210,3 +210,19 @@ def test_black_box_client_acts_with_its_own_queue_and_per_env_resets() -> None:
     assert client.calls[-1] == 3
     steered.reset()
     assert client.resets == 1
+
+
+def test_bad_windows_get_clear_errors(shape_meta, stats) -> None:
+    """Executed rows must exist in the policy's chunk: a wrong To or Ta fails at construction (a local policy)
+    or at the first plan (a black box, whose chunk length is known only then)."""
+    policy = make_policy("flow", shape_meta, stats, **TINY, n_action_steps=4)
+    with pytest.raises(ValueError, match=r"n_action_steps=5 .*1\.\.4"):
+        VGPSPolicy(policy, PlantedQ([0.0]), samples=2, n_action_steps=5)
+    with pytest.raises(ValueError, match=r"n_action_steps=0 .*1\.\.4"):
+        VGPSPolicy(policy, PlantedQ([0.0]), samples=2, n_action_steps=0)
+    with pytest.raises(ValueError, match="n_obs_steps=3 differs"):
+        VGPSPolicy(policy, PlantedQ([0.0]), samples=2, n_obs_steps=3)
+    assert VGPSPolicy(policy, PlantedQ([0.0]), samples=2, n_action_steps=1).n_action_steps == 1
+    steered = VGPSPolicy(Client(horizon=4), PlantedQ([0.0] * 8), samples=2, n_obs_steps=2, n_action_steps=4)
+    with pytest.raises(ValueError, match=r"chunks of 4 rows.*needs 5.*n_action_steps <= 3"):
+        steered.act({"state": torch.zeros(1, 3)})
