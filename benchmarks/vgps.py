@@ -11,9 +11,9 @@ evaluate each generalist on every task for ``--episodes`` unseen initial states 
 ``--replan-every n`` executes n steps of each steered chunk instead of Ta (``robosteer-eval replan_every=n``);
 its K = 1 rows then also go through the wrapper (one fresh sample per re-plan, executed alike), so they show
 what re-planning alone does. SDP's candidates come from its stateless ``sample``: ``--sdp-sample streaming``
-(default; a cold-start streaming call, robosteer-eval ``sample_levels=streaming``) or ``constant`` (full DDIM at
-one level, which every SDP cell used before this option existed). The added latency per control step is measured in-process at batch 1: steered
-re-plan / n − base re-plan / Ta (n = Ta without ``--replan-every``). Every finished evaluation is appended to
+(default; a cold-start streaming call, robosteer-eval ``sample_levels=streaming``) or ``constant`` (full DDIM
+at one level, which every SDP cell used before this option existed). The added latency per control step is
+measured in-process at batch 1: steered re-plan / n − base re-plan / Ta (n = Ta without ``--replan-every``). Every finished evaluation is appended to
 ``<out>/results.jsonl``, so an interrupted grid resumes where it stopped; the table is printed at the end.
 
     python benchmarks/vgps.py --policies diffusion flow streaming --ks 1 4 16 32 --seeds 0 1 2 \
@@ -35,7 +35,6 @@ from pathlib import Path
 import numpy as np
 
 from scripts.common import log_beside, read_results, run_module
-from scripts.evaluate import set_sample_levels
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_SEED = 200000
@@ -132,11 +131,12 @@ def sdp_sample(policy: str, k: int, args: argparse.Namespace) -> str | None:
     return args.sdp_sample if policy == "streaming" and (k > 1 or args.replan_every) else None
 
 
-def evaluate(gen: Path, critic: Path, task: str, k: int, out: Path, args: argparse.Namespace) -> dict:
+def evaluate(
+    gen: Path, critic: Path, task: str, k: int, levels: str | None, out: Path, args: argparse.Namespace
+) -> dict:
     # keyed by everything that changes the result, so a re-run with other --episodes / --temperature never
     # reuses an old cell (cells from before --sdp-sample drew SDP candidates at constant levels: no suffix)
     every = args.replan_every
-    levels = sdp_sample(gen.name.split("_")[0], k, args)
     name = f"{gen.name}_k{k}_{task}_ep{args.episodes}_t{args.temperature:g}" + (f"_r{every}" if every else "")
     name += f"_{levels}" if levels not in (None, "constant") else ""
     run = out / "evals" / name
@@ -190,7 +190,7 @@ def latency(
     policy = load_policy(gen, which="ema")
     policy.set_task(task)
     if policy.name == "streaming":
-        set_sample_levels(policy, sample_levels, str(gen))
+        policy.set_sample_levels(sample_levels)
     critic = load_critic(critic_dir)
     tid = critic.task_names.index(task) if critic.num_tasks > 1 else None
     with sim.make_env(task, num_envs=1, seed=EVAL_SEED, obs="state") as env:
@@ -279,7 +279,7 @@ def main() -> None:
                     cell = (policy, seed, k, task, args.episodes, args.temperature, args.replan_every, levels)
                     if cell in done:
                         continue
-                    m = evaluate(gen, critic, task, k, out, args)
+                    m = evaluate(gen, critic, task, k, levels, out, args)
                     r = {
                         "policy": policy,
                         "seed": seed,

@@ -98,7 +98,9 @@ class PolicyConfig:
 
 def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
     if value not in choices:
-        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+        near = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.0)
+        hint = f"; nearest valid choice: {near[0]!r}" if near else ""
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}{hint}")
 
 
 ObsLike = Mapping[str, Any]

@@ -193,6 +193,12 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
         seen |= {(k * ratio,) * self.config.horizon for k in range(lowest, n)}
         return seen
 
+    def set_sample_levels(self, value: str) -> None:
+        """Switch the stateless ``sample`` path of a built policy (a loaded checkpoint) between SAMPLE_LEVELS."""
+        _check_choice("sample_levels", value, SAMPLE_LEVELS)
+        self.config.sample_levels = value
+        self.check_coverage()
+
     def check_coverage(self) -> None:
         """Fail at construction if inference would query level vectors the training sampler never draws."""
         missing = self.inference_level_vectors() - self.train_level_support()

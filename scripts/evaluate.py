@@ -116,17 +116,12 @@ def steer_policy(cfg: DictConfig, policy: Any, task: str) -> Any:
 
 def set_sample_levels(policy: Any, value: str, checkpoint: str) -> None:
     """``sample_levels=``: which stateless ``sample`` path a streaming (SDP) checkpoint uses under steering."""
-    from policies.streaming import SAMPLE_LEVELS
-
     if getattr(policy, "name", None) != "streaming":
         raise ValueError(
             f"sample_levels={value!r} applies to streaming (SDP) checkpoints; {checkpoint} is "
             f"{getattr(policy, 'name', type(policy).__name__)!r}: drop sample_levels"
         )
-    if value not in SAMPLE_LEVELS:
-        raise ValueError(f"sample_levels={value!r} is not known: expected one of {SAMPLE_LEVELS}")
-    policy.config.sample_levels = value
-    policy.check_coverage()
+    policy.set_sample_levels(value)
 
 
 def steer_metrics(cfg: DictConfig, policy: Any) -> dict[str, Any]:

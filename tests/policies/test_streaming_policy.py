@@ -122,6 +122,11 @@ def test_config_validation(shape_meta: dict) -> None:
         make_policy("streaming", shape_meta, scheduler="ddpm")
     with pytest.raises(ValueError, match=r"sample_levels.*'streaming'"):
         make_policy("streaming", shape_meta, sample_levels="stream")
+    p = make_policy("streaming", shape_meta)
+    with pytest.raises(ValueError, match=r"sample_levels.*'constant'"):
+        p.set_sample_levels("const")
+    p.set_sample_levels("constant")
+    assert p.config.sample_levels == "constant"
 
 
 def test_three_chunks(shape_meta: dict, stats: dict) -> None:

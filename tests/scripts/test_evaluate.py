@@ -7,10 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from omegaconf import OmegaConf
 
+from policies import make_policy
 from scripts.collect import collect
-from scripts.evaluate import obs_mode, replay_dataset
+from scripts.evaluate import obs_mode, replay_dataset, set_sample_levels
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,3 +64,16 @@ def test_obs_mode_from_shape_meta():
     }
     assert obs_mode(state) == ("state", ("corner2",), 84)
     assert obs_mode(both) == ("state+image", ("corner2",), 96)
+
+
+def test_sample_levels_override_is_for_streaming_checkpoints_only():
+    meta = {"obs": {"state": {"shape": [39]}}, "action": {"shape": [4]}}
+    with pytest.raises(ValueError, match=r"applies to streaming .*runs/dp is 'diffusion'"):
+        set_sample_levels(make_policy("diffusion", meta), "constant", "runs/dp")
+    sdp = make_policy("streaming", meta)
+    with pytest.raises(
+        ValueError, match=r"sample_levels must be one of .*'const'; nearest valid choice: 'constant'"
+    ):
+        set_sample_levels(sdp, "const", "runs/sdp")
+    set_sample_levels(sdp, "constant", "runs/sdp")
+    assert sdp.config.sample_levels == "constant"
