@@ -7,6 +7,8 @@ evaluated on ``--episodes`` unseen initial states (eval seed 200000). Methods:
 
 - ``expo``: ``algo=expo`` (base keeps imitating, edit policy, on-the-fly argmax over N + M candidates)
 - ``rlpd``: ``algo=expo expo.policy=sac expo.backup_entropy=true`` (Gaussian SAC actor, same critics/data)
+- ``rlpd_single``: the same with ``expo.action=single``: one env step per action, as the reference RLPD acts
+  (``rlpd`` makes the executed 8-step chunk one 32-d action, like ``expo``)
 - ``best_of_n``: ``algo=expo expo.edit_scale=0`` (N base samples, critic argmax, no edits)
 - ``base``: ``algo=expo expo.num_samples=1 expo.num_edits=0`` (the base alone, still imitating)
 - ``dsrl_na``: ``algo=dsrl variant=na`` (latent-noise steering of the frozen base)
@@ -40,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 METHODS = {
     "expo": ["algo=expo"],
     "rlpd": ["algo=expo", "expo.policy=sac", "expo.backup_entropy=true"],
+    "rlpd_single": ["algo=expo", "expo.policy=sac", "expo.backup_entropy=true", "expo.action=single"],
     "best_of_n": ["algo=expo", "expo.edit_scale=0"],
     "base": ["algo=expo", "expo.num_samples=1", "expo.num_edits=0"],
     "dsrl_na": ["algo=dsrl", "variant=na"],
@@ -47,6 +50,7 @@ METHODS = {
 COLORS = {
     "expo": "tab:red",
     "rlpd": "tab:orange",
+    "rlpd_single": "tab:brown",
     "best_of_n": "tab:green",
     "base": "tab:gray",
     "dsrl_na": "tab:blue",
