@@ -164,6 +164,7 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
         self._schedules: dict[tuple[Any, ...], LevelSchedule] = {}
         self._stream_cache: tuple[torch.device, LevelSchedule] | None = None
         self._renoise_cache: tuple[torch.device, tuple[torch.Tensor, torch.Tensor]] | None = None
+        self._cold_start_cache: tuple[torch.device, tuple[torch.Tensor, torch.Tensor]] | None = None
         self.check_coverage()
         self.check_stream_schedule()
 
@@ -303,18 +304,11 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
         )
         if self.config.sample_levels == "constant":  # full DDIM at one level (DP sampling with this network)
             return self.denoise_levels(noise, levels, cond, n)[0]
-        # cold-start streaming call: constant levels down to chunk 0's start level ...
-        start = self.init_levels.to(noise.device)  # (Tp,)
-        low = int(start[0])
-        x = self.denoise_levels(noise, levels, cond, n - 1 - low)[0]
-        # ... later chunks back to their start levels with the same noise (deterministic in noise): level
-        # N-1 holds the noise itself (as appended positions do), levels in between the forward process
-        ac = self.noise_scheduler.alphas_cumprod.to(noise.device)
-        ratio = self.ddim_table().ratio
-        keep = (ac[start * ratio] / ac[low * ratio]).clamp(max=1.0).view(1, -1, 1)  # (1, Tp, 1)
-        x = keep.sqrt() * x + (1 - keep).sqrt() * noise
-        x = torch.where((start == n - 1).view(1, -1, 1), noise, x)
-        return self._run_schedule(x, cond, self._stream_schedule(noise.device))  # (B, Tp, Da)
+        # cold-start streaming call: constant levels down to chunk 0's start level (nfe_per_call - 1), then
+        # later chunks back to their start levels with the same noise, then one streaming call
+        x = self.denoise_levels(noise, levels, cond, n - self.nfe_per_call)[0]
+        a, b = self._cold_start_coefs(noise.device)  # (1, Tp, 1) each
+        return self._run_schedule(a * x + b * noise, cond, self._stream_schedule(noise.device))  # (B, Tp, Da)
 
     # ------------------------------------------------------------------ streaming buffer
     def _q_sample(self, x0: torch.Tensor, noise: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -412,6 +406,20 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
         if self._stream_cache is None or self._stream_cache[0] != device:
             self._stream_cache = (device, self.level_schedule(self.init_levels, self.nfe_per_call, device))
         return self._stream_cache[1]
+
+    def _cold_start_coefs(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(a, b), each (1, Tp, 1): a·x + b·noise takes x from chunk 0's start level to every position's start
+        level, deterministic in noise. Level N-1 holds the noise itself (a = 0, b = 1, as appended positions
+        do); levels in between the forward process from chunk 0's level (a = 1, b = 0 at that level)."""
+        if self._cold_start_cache is None or self._cold_start_cache[0] != device:
+            start, ratio = self.init_levels.cpu(), self.ddim_table().ratio  # (Tp,)
+            ac = self.noise_scheduler.alphas_cumprod
+            keep = (ac[start * ratio] / ac[(self.nfe_per_call - 1) * ratio]).clamp(max=1.0)  # (Tp,)
+            top = start == self.config.num_inference_steps - 1
+            a = torch.where(top, torch.zeros_like(keep), keep.sqrt())
+            b = torch.where(top, torch.ones_like(keep), (1 - keep).sqrt())
+            self._cold_start_cache = (device, (a.view(1, -1, 1).to(device), b.view(1, -1, 1).to(device)))
+        return self._cold_start_cache[1]
 
     def _renoise_coefs(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """0-d (sqrt(alpha_bar), sqrt(1 - alpha_bar)) at chunk 0's level, as ``_q_sample`` computes them."""
