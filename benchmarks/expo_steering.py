@@ -9,6 +9,8 @@ evaluated on ``--episodes`` unseen initial states (eval seed 200000). Methods:
 - ``rlpd``: ``algo=expo expo.policy=sac expo.backup_entropy=true`` (Gaussian SAC actor, same critics/data)
 - ``rlpd_single``: the same with ``expo.action=single``: one env step per action, as the reference RLPD acts
   (``rlpd`` makes the executed 8-step chunk one 32-d action, like ``expo``)
+- ``expo_o2o``: ``expo`` with the reference's offline-to-online script settings (``expo_square_pretrain``: no
+  random warm-up, β = 0.1) and the α target adjusted for β (``expo.adjust_target_entropy=true``)
 - ``best_of_n``: ``algo=expo expo.edit_scale=0`` (N base samples, critic argmax, no edits)
 - ``base``: ``algo=expo expo.num_samples=1 expo.num_edits=0`` (the base alone, still imitating)
 - ``dsrl_na``: ``algo=dsrl variant=na`` (latent-noise steering of the frozen base)
@@ -41,6 +43,12 @@ from scripts.common import format_table, log_beside, read_results, run_module
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = {
     "expo": ["algo=expo"],
+    "expo_o2o": [
+        "algo=expo",
+        "run.warmup_chunks=0",
+        "expo.edit_scale=0.1",
+        "expo.adjust_target_entropy=true",
+    ],
     "rlpd": ["algo=expo", "expo.policy=sac", "expo.backup_entropy=true"],
     "rlpd_single": ["algo=expo", "expo.policy=sac", "expo.backup_entropy=true", "expo.action=single"],
     "best_of_n": ["algo=expo", "expo.edit_scale=0"],
@@ -49,6 +57,7 @@ METHODS = {
 }
 COLORS = {
     "expo": "tab:red",
+    "expo_o2o": "tab:purple",
     "rlpd": "tab:orange",
     "rlpd_single": "tab:brown",
     "best_of_n": "tab:green",

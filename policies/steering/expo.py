@@ -69,7 +69,10 @@ class EXPOConfig:
     num_critics: int = 10
     num_min_qs: int = 2  # heads subsampled for the min in targets and OTF scores (antmaze: 1)
     init_temperature: float = 1.0
-    target_entropy: float | None = None  # None: −d/2 (d = MDP action size)
+    target_entropy: float | None = None  # None: −d/2 (d = MDP action size), see adjust_target_entropy
+    # the reference's switch (off in every script): None's target becomes −d/2 + d·log β, the same per-dim
+    # target in ε's coordinates; off, −d/2 lies above the β-box's largest entropy d·log 2β when β < e^-½/2
+    adjust_target_entropy: bool = False
     backup_entropy: bool = False  # EXPO: no entropy in the backup (every script); RLPD: true
     backup_base: str = "online"  # which base params decode the TD backup's samples: online (reference) | ema
     bc_offline_ratio: float = 0.5  # share of demonstration windows in each base BC batch
@@ -105,6 +108,17 @@ class EXPOConfig:
     def edits(self) -> bool:
         """Whether the OTF set has edited candidates (β > 0 and M > 0); otherwise it is best-of-N."""
         return self.policy == "otf" and self.num_edits > 0 and self.edit_scale > 0
+
+
+def expo_target_entropy(cfg: EXPOConfig, action_dim: int) -> float:
+    """The α target: ``cfg.target_entropy`` if set, else −d/2, plus d·log β with ``adjust_target_entropy``
+    (as ``EXPOLearner.create``). RLPD's actor (policy=sac) and best-of-N have no β to adjust for."""
+    if cfg.target_entropy is not None:
+        return float(cfg.target_entropy)
+    target = -action_dim / 2
+    if cfg.adjust_target_entropy and cfg.edits:
+        target += action_dim * math.log(cfg.edit_scale)
+    return target
 
 
 def _cosine(step: int, total: int) -> float:
@@ -145,7 +159,7 @@ class EXPO(nn.Module):
         self.exec_slice = slice(to - 1, to - 1 + self.exec_steps)
         self.action_dim = self.exec_steps * self.noise_shape[1]  # d = E·Da
         self.taken_dim = self.action_dim
-        target_entropy = -self.action_dim / 2 if cfg.target_entropy is None else cfg.target_entropy
+        target_entropy = expo_target_entropy(cfg, self.action_dim)
         self.critic = CriticEnsemble(
             obs_dim, self.action_dim, cfg.hidden, cfg.num_critics, layer_norm=True, act=cfg.activation
         )

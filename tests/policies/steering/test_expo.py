@@ -141,6 +141,19 @@ def test_edits_stay_within_beta_and_log_prob_carries_minus_d_log_beta():
     torch.testing.assert_close(scaled.log_prob(s, beta * x), unit.log_prob(s, x) - d * np.log(beta))
 
 
+def test_adjusted_entropy_target_lies_inside_the_beta_box_as_the_reference_computes_it():
+    """EXPOLearner.create: −d/2, or −d/2 + d·log β with adjust_target_entropy; an explicit target wins."""
+    d, beta = TA * DA, 0.05
+    box_max = d * np.log(2 * beta)  # the entropy of a uniform edit on (−β, β)^d: no policy has more
+    plain = _agent(edit_scale=beta).temperature.target_entropy
+    adjusted = _agent(edit_scale=beta, adjust_target_entropy=True).temperature.target_entropy
+    assert plain == pytest.approx(-d / 2) and plain > box_max  # unreachable: α would grow without bound
+    assert adjusted == pytest.approx(-d / 2 + d * np.log(beta)) and adjusted < box_max
+    assert _agent(adjust_target_entropy=True, target_entropy=-3.0).temperature.target_entropy == -3.0
+    rlpd = _agent(policy="sac", backup_entropy=True, adjust_target_entropy=True)
+    assert rlpd.temperature.target_entropy == pytest.approx(-d / 2)  # no β to adjust for
+
+
 def _replay_batch(b: int = 16) -> dict:
     g = torch.Generator().manual_seed(2)
     obs = {"state": torch.randn(b, TO, SD, generator=g)}

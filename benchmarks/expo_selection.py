@@ -1,0 +1,96 @@
+"""Where an EXPO run's success comes from: its on-the-fly operator re-evaluated with other N and M.
+
+An EXPO agent improves two ways: the base keeps imitating (its EMA copy acts) and the critic picks among N base
+samples + M edits. This evaluates one checkpoint's agent with the candidate set changed at evaluation only:
+``1,0`` is the EMA base alone, ``N,0`` best-of-N under the run's critic, ``N,M`` the OTF operator. If the critic
+ranks candidates well, success grows with N; if it is exploited, it falls. Same unseen initial states as
+``expo_steering.py`` (eval seed 200000), torch seeded per setting, so every cell is reproducible.
+
+    python benchmarks/expo_selection.py runs/bench/dsrl/push-v3/expo_s0 --settings 1,0 4,0 4,4 16,0
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import torch
+from dsrl_steering import EVAL_SEED
+
+from scripts.common import format_table, read_results
+
+
+def parse_setting(text: str) -> tuple[int, int]:
+    """``"N,M"`` → (N, M), with a clear error for anything else."""
+    try:
+        n, m = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--settings entry {text!r} is not N,M (e.g. 4,4 or 16,0)") from None
+    if n < 1 or not 0 <= m <= n:
+        raise argparse.ArgumentTypeError(f"--settings entry {text!r}: need N >= 1 and 0 <= M <= N")
+    return n, m
+
+
+def evaluate_setting(run: Path, which: str, n: int, m: int, episodes: int, seed: int) -> dict:
+    """Success of ``run``'s agent with N base samples and M edits (the run's critic, base and edit policy)."""
+    import sim
+    from policies.steering.expo import load_expo_policy
+
+    policy = load_expo_policy(str(run), which)
+    agent = policy.agent
+    if agent.config.policy != "otf":
+        raise ValueError(f"{run} is an RLPD run (expo.policy={agent.config.policy}): it has no OTF operator")
+    if m > 0 and agent.actor is None:
+        raise ValueError(f"{run} has no edit policy (β = 0 or M = 0 in training): use settings with M = 0")
+    agent.config = dataclasses.replace(agent.config, num_samples=n, num_edits=m)  # re-validated
+    torch.manual_seed(seed)
+    env = sim.make_env(policy.task, num_envs=4, seed=seed, obs="state")
+    with env, torch.no_grad():
+        metrics = sim.evaluate(env, policy.eval(), episodes=episodes, seed=seed, progress=False)
+    return {"success_rate": metrics["success_rate"], "ci95": metrics["success_ci95"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("runs", nargs="+", type=Path, help="EXPO run directories (robosteer-steer algo=expo)")
+    parser.add_argument(
+        "--settings", nargs="+", type=parse_setting, default=[(1, 0), (4, 0), (4, 4), (16, 0)]
+    )
+    parser.add_argument("--which", default="latest", choices=["latest", "best"])
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--results", type=Path, default=Path("runs/bench/expo_selection.jsonl"))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    for run in args.runs:
+        if not (run / "metrics.json").exists():
+            sys.exit(f"{run}: no metrics.json, not a finished robosteer-steer run directory")
+    key = ("run", "which", "n", "m", "episodes")
+    done = read_results(args.results, key)
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    table = []
+    for run in args.runs:
+        env_steps = json.loads((run / "metrics.json").read_text())["env_steps"]
+        row: dict = {"run": str(run), "env steps": env_steps}
+        for n, m in args.settings:
+            k = (str(run), args.which, n, m, args.episodes)
+            if k not in done:
+                r = evaluate_setting(run, args.which, n, m, args.episodes, EVAL_SEED)
+                done[k] = {**dict(zip(key, k, strict=True)), "env_steps": env_steps, **r}
+                with args.results.open("a") as f:
+                    f.write(json.dumps(done[k]) + "\n")
+            row[f"N={n} M={m}"] = done[k]["success_rate"]
+        table.append(row)
+    print(
+        f"\nSuccess on {args.episodes} unseen episodes (eval seed {EVAL_SEED}), {args.which} checkpoint; "
+        "N=1 M=0 is the EMA base alone"
+    )
+    print(format_table(table))
+
+
+if __name__ == "__main__":
+    main()
