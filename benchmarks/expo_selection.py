@@ -16,6 +16,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 from dsrl_steering import EVAL_SEED
@@ -34,21 +35,28 @@ def parse_setting(text: str) -> tuple[int, int]:
     return n, m
 
 
-def evaluate_setting(run: Path, which: str, n: int, m: int, episodes: int, seed: int) -> dict:
-    """Success of ``run``'s agent with N base samples and M edits (the run's critic, base and edit policy)."""
-    import sim
+def load_otf(run: Path, which: str) -> Any:
+    """``run``'s OTF policy (EMA base, critic, edit policy), loaded once and re-evaluated per setting."""
     from policies.steering.expo import load_expo_policy
 
     policy = load_expo_policy(str(run), which)
+    if policy.agent.config.policy != "otf":
+        raise ValueError(
+            f"{run} is an RLPD run (expo.policy={policy.agent.config.policy}): it has no OTF operator"
+        )
+    return policy
+
+
+def evaluate_setting(policy: Any, run: Path, n: int, m: int, episodes: int, seed: int) -> dict:
+    """Success of the run's agent with N base samples and M edits (its critic, base and edit policy)."""
+    import sim
+
     agent = policy.agent
-    if agent.config.policy != "otf":
-        raise ValueError(f"{run} is an RLPD run (expo.policy={agent.config.policy}): it has no OTF operator")
     if m > 0 and agent.actor is None:
         raise ValueError(f"{run} has no edit policy (β = 0 or M = 0 in training): use settings with M = 0")
     agent.config = dataclasses.replace(agent.config, num_samples=n, num_edits=m)  # re-validated
     torch.manual_seed(seed)
-    env = sim.make_env(policy.task, num_envs=4, seed=seed, obs="state")
-    with env, torch.no_grad():
+    with sim.make_env(policy.task, num_envs=4, seed=seed, obs="state") as env, torch.no_grad():
         metrics = sim.evaluate(env, policy.eval(), episodes=episodes, seed=seed, progress=False)
     return {"success_rate": metrics["success_rate"], "ci95": metrics["success_ci95"]}
 
@@ -76,10 +84,12 @@ def main() -> None:
     for run in args.runs:
         env_steps = json.loads((run / "metrics.json").read_text())["env_steps"]
         row: dict = {"run": str(run), "env steps": env_steps}
+        policy = None  # loaded at the first missing cell
         for n, m in args.settings:
             k = (str(run), args.which, n, m, args.episodes)
             if k not in done:
-                r = evaluate_setting(run, args.which, n, m, args.episodes, EVAL_SEED)
+                policy = policy or load_otf(run, args.which)
+                r = evaluate_setting(policy, run, n, m, args.episodes, EVAL_SEED)
                 done[k] = {**dict(zip(key, k, strict=True)), "env_steps": env_steps, **r}
                 with args.results.open("a") as f:
                     f.write(json.dumps(done[k]) + "\n")
