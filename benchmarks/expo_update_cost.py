@@ -10,8 +10,10 @@ call on the chosen device, interleaved so machine load hits all alike:
   (``subset_min``, RLPD's ``subsample_ensemble``; what EXPO uses);
 - ``update_critic`` (OTF target + TD step), ``update_base`` (one imitation step), ``update_actor`` (edit + α),
   ``explore`` (one env's action);
-- the per-transition total at the config's UTD, and the env steps/s it allows (E = Ta env steps per MDP
-  action with ``expo.action=chunk``), leaving out the simulator itself.
+- the same critic step with ``expo.backup_base=bank`` (the N samples at s' stored with the transition, so
+  the step decodes nothing) and what storing them costs per transition (one env's N-sample decode);
+- the per-transition total at the config's UTD, with and without the bank, and the env steps/s each allows
+  (E = Ta env steps per MDP action with ``expo.action=chunk``), leaving out the simulator itself.
 
 Random weights: a Meta-World-sized DP (39-d state, 4-d action, the steering benchmarks' MLP backbone); costs do
 not depend on training. ``python benchmarks/expo_update_cost.py [--utd 2] [--samples 4] [--edits 4]
@@ -21,6 +23,7 @@ not depend on training. ``python benchmarks/expo_update_cost.py [--utd 2] [--sam
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import statistics
@@ -74,6 +77,9 @@ def main() -> None:
     cfg = EXPOConfig(num_samples=args.samples, num_edits=args.edits, batch_size=args.batch)
     agent = EXPO(base, to * STATE_DIM, cfg, ("state",), bc, device=device)
     b, d = args.batch, agent.action_dim
+    banked = EXPO(
+        base, to * STATE_DIM, dataclasses.replace(cfg, backup_base="bank"), ("state",), device=device
+    )
 
     def obs(n: int) -> dict[str, torch.Tensor]:
         return {"state": torch.randn(n, to, STATE_DIM, device=device)}
@@ -85,6 +91,7 @@ def main() -> None:
         "reward": torch.zeros(b, device=device),
         "done": torch.zeros(b, device=device),
     }
+    batch_banked = {**batch, "next_base": torch.rand(b, args.samples, d, device=device) * 2 - 1}  # (B, N, d)
     g = torch.Generator(device=device).manual_seed(0)
     decode_obs = obs(b * args.samples)
     c = args.samples + args.edits
@@ -100,6 +107,8 @@ def main() -> None:
             feats, cands, cfg.num_min_qs, g
         ),
         "update_critic (OTF target + TD step)": lambda: agent.update_critic(batch, g),
+        "update_critic, banked samples (backup_base=bank)": lambda: banked.update_critic(batch_banked, g),
+        "bank one transition's N samples at s' (1 env)": lambda: banked.transition_extras(obs(1), g),
         "update_base (one imitation step)": lambda: agent.update_base(g),
         "update_actor (edit + α)": lambda: agent.update_actor(batch, g),
         "explore (1 env)": lambda: agent.explore(obs(1), g),
@@ -116,11 +125,12 @@ def main() -> None:
             sync()
             times[name].append((time.perf_counter() - start) * 1e3)
     ms = {k: statistics.median(v) for k, v in times.items()}
-    per = (
-        args.utd * ms["update_critic (OTF target + TD step)"]
-        + ms["update_base (one imitation step)"]
-        + ms["update_actor (edit + α)"]
-        + ms["explore (1 env)"]
+    rest = ms["update_base (one imitation step)"] + ms["update_actor (edit + α)"] + ms["explore (1 env)"]
+    per = args.utd * ms["update_critic (OTF target + TD step)"] + rest
+    per_bank = (
+        args.utd * ms["update_critic, banked samples (backup_base=bank)"]
+        + ms["bank one transition's N samples at s' (1 env)"]
+        + rest
     )
     print(
         f"EXPO cost per piece, median of {args.reps} (ms); {device.type}, {args.threads} thread(s), "
@@ -133,6 +143,8 @@ def main() -> None:
         print(f"| {name} | {value:.1f} |")
     print(f"| per transition at UTD {args.utd:g} (no simulator) | {per:.1f} |")
     print(f"| env steps/s it allows (Ta = {ta} per transition) | {ta * 1e3 / per:.1f} |")
+    print(f"| per transition at UTD {args.utd:g} with the bank (no simulator) | {per_bank:.1f} |")
+    print(f"| env steps/s it allows with the bank | {ta * 1e3 / per_bank:.1f} |")
 
 
 if __name__ == "__main__":

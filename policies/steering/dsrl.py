@@ -379,6 +379,14 @@ class DSRL(nn.Module):
     def eval_policy(self) -> SteeredPolicy:
         return SteeredPolicy(self.base, self)
 
+    def transition_fields(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        return {}  # DSRL's replay holds the loop's own fields only
+
+    def transition_extras(
+        self, next_obs: dict[str, torch.Tensor], generator: torch.Generator
+    ) -> dict[str, torch.Tensor]:
+        return {}
+
     def extra_state(self) -> dict[str, Any]:
         return {} if self.bank is None else {"noise_bank": self.bank.state_dict()}
 

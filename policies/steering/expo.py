@@ -43,7 +43,7 @@ from policies.steering.loop import ReplannedPolicy, Sampler, load_run, run_onlin
 
 POLICIES = ("otf", "sac")
 ACTIONS = ("chunk", "single")
-BACKUP_BASES = ("online", "ema")
+BACKUP_BASES = ("online", "ema", "bank")
 
 
 @dataclass
@@ -74,7 +74,10 @@ class EXPOConfig:
     # target in ε's coordinates; off, −d/2 lies above the β-box's largest entropy d·log 2β when β < e^-½/2
     adjust_target_entropy: bool = False
     backup_entropy: bool = False  # EXPO: no entropy in the backup (every script); RLPD: true
-    backup_base: str = "online"  # which base params decode the TD backup's samples: online (reference) | ema
+    # which base decodes the TD backup's N samples at s': online (reference) | ema | bank: the EMA base's
+    # samples decoded once, when the transition was stored (offline ones: by the base as loaded), so a
+    # critic step decodes nothing (ours, for CPUs: the decode is 80 % of a critic step; the samples are stale)
+    backup_base: str = "online"
     bc_offline_ratio: float = 0.5  # share of demonstration windows in each base BC batch
     bc_buffer_size: int = 100_000  # online BC windows kept (ours: the reference imitates the replay itself)
 
@@ -97,6 +100,11 @@ class EXPOConfig:
         if not 1 <= self.num_min_qs <= self.num_critics:
             raise ValueError(
                 f"EXPO num_min_qs={self.num_min_qs} must lie in [1, num_critics={self.num_critics}]"
+            )
+        if self.backup_base == "bank" and self.policy != "otf":
+            raise ValueError(
+                f"EXPO backup_base='bank' keeps base samples for the on-the-fly backup, but policy={self.policy!r} "
+                "has none: use backup_base='online' (unused by RLPD), or policy='otf'"
             )
         if self.policy == "otf" and self.backup_entropy:
             raise ValueError(
@@ -217,22 +225,37 @@ class EXPO(nn.Module):
         return torch.cat([obs[k].flatten(1).float() for k in self.obs_keys], dim=-1)
 
     @torch.no_grad()
-    def candidates(
+    def base_samples(
         self, obs: dict[str, torch.Tensor], base: nn.Module, generator: torch.Generator | None = None
     ) -> torch.Tensor:
-        """The OTF candidate set (B, N + M, d): N base samples, then edits of the first M of them.
-
-        Draws base noise first, then edit noise, from ``generator`` (so β → 0 leaves the base samples as
-        they are). Edits are sampled, not taken at their mode, also at evaluation (as the reference).
-        """
-        cfg = self.config
-        b, n = next(iter(obs.values())).shape[0], cfg.num_samples
+        """N base samples per state as MDP actions (B, N, d): the executed rows of decoded chunks."""
+        b, n = next(iter(obs.values())).shape[0], self.config.num_samples
         rep = {k: obs[k].repeat_interleave(n, dim=0) for k in self.obs_keys}  # (B·N, To, D)
         noise = torch.randn(
             b * n, *self.noise_shape, generator=generator, device=self.device
         )  # (B·N, Tp, Da)
         chunks = torch.as_tensor(base.sample(rep, noise=noise))  # (B·N, Tp, Da)
-        a = chunks[:, self.exec_slice].reshape(b, n, self.action_dim)  # (B, N, d)
+        return chunks[:, self.exec_slice].reshape(b, n, self.action_dim)
+
+    @torch.no_grad()
+    def candidates(
+        self,
+        obs: dict[str, torch.Tensor],
+        base: nn.Module | None,
+        generator: torch.Generator | None = None,
+        samples: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The OTF candidate set (B, N + M, d): N base samples, then edits of the first M of them.
+
+        Draws base noise first, then edit noise, from ``generator`` (so β → 0 leaves the base samples as
+        they are). Edits are sampled, not taken at their mode, also at evaluation (as the reference).
+        ``samples`` (B, N, d): base samples decoded earlier (``backup_base="bank"``), used instead of ``base``.
+        """
+        cfg = self.config
+        if samples is None and base is None:
+            raise ValueError("EXPO candidates need a base to decode or banked samples")
+        a = samples if samples is not None else self.base_samples(obs, base, generator)  # (B, N, d)
+        b = a.shape[0]
         if not cfg.edits:
             return a
         m = cfg.num_edits
@@ -280,6 +303,9 @@ class EXPO(nn.Module):
             s2 = self.features(batch["next_obs"])
             if cfg.policy == "sac":
                 a2, logp2 = self.actor(s2, generator=generator)
+            elif cfg.backup_base == "bank":  # the samples stored with the transition, fresh edits and scores
+                cands = self.candidates(batch["next_obs"], None, generator, samples=batch["next_base"])
+                a2 = self.select(batch["next_obs"], cands, generator)[0]
             else:
                 base = self.base if cfg.backup_base == "online" else self.base_ema
                 a2 = self.policy_action(batch["next_obs"], base, generator)
@@ -424,6 +450,20 @@ class EXPO(nn.Module):
 
     def eval_policy(self) -> OTFPolicy:
         return OTFPolicy(self)
+
+    def transition_fields(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        """``next_base`` (N, d) with ``backup_base="bank"``: the TD backup's base samples at s'."""
+        if self.config.backup_base != "bank":
+            return {}
+        return {"next_base": ((self.config.num_samples, self.action_dim), torch.float32)}
+
+    def transition_extras(
+        self, next_obs: dict[str, torch.Tensor], generator: torch.Generator
+    ) -> dict[str, torch.Tensor]:
+        """The EMA base's N samples at each s' (B, N, d), decoded once when the transition is stored."""
+        if self.config.backup_base != "bank":
+            return {}
+        return {"next_base": self.base_samples(next_obs, self.base_ema, generator)}
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         opts = {"critic": self.critic_opt, "temperature": self.temperature_opt}

@@ -114,6 +114,16 @@ class OnlineLearner(Protocol):
         """A policy with ``act``/``reset`` for the evaluation harness."""
         ...
 
+    def transition_fields(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        """Further replay fields stored with every transition, {name: (shape, dtype)} (usually none)."""
+        ...
+
+    def transition_extras(
+        self, next_obs: dict[str, torch.Tensor], generator: torch.Generator
+    ) -> dict[str, torch.Tensor]:
+        """Those fields' values for transitions ending in ``next_obs`` (B, To, ...), computed at storage."""
+        ...
+
     def optimizers(self) -> dict[str, torch.optim.Optimizer]: ...
 
     def extra_state(self) -> dict[str, Any]:
@@ -178,9 +188,13 @@ def final_obs(
 
 
 def transition_spec(
-    obs_space: Any, keys: tuple[str, ...], taken_dim: int
+    obs_space: Any,
+    keys: tuple[str, ...],
+    taken_dim: int,
+    extra: dict[str, tuple[tuple[int, ...], torch.dtype]] | None = None,
 ) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
-    """Replay fields of one chunk transition: ``obs/<k>``, ``next_obs/<k>``, ``taken``, ``reward``, ``done``."""
+    """Replay fields of one chunk transition: ``obs/<k>``, ``next_obs/<k>``, ``taken``, ``reward``, ``done``,
+    then the learner's ``extra`` fields (:meth:`OnlineLearner.transition_fields`)."""
     spec: dict[str, tuple[tuple[int, ...], torch.dtype]] = {}
     for k in keys:
         spec[f"obs/{k}"] = (tuple(obs_space[k].shape), torch.float32)
@@ -188,18 +202,42 @@ def transition_spec(
     spec["taken"] = ((taken_dim,), torch.float32)
     spec["reward"] = ((), torch.float32)
     spec["done"] = ((), torch.float32)
+    for name, field in (extra or {}).items():
+        if name in spec or "/" in name:
+            raise ValueError(f"learner transition field {name!r} clashes with the replay's own fields")
+        spec[name] = field
     return spec
 
 
 def as_batch(batch: dict[str, torch.Tensor], keys: tuple[str, ...]) -> dict[str, Any]:
-    """Flat replay fields → ``{"obs": {k: ...}, "next_obs": {k: ...}, "taken", "reward", "done"}``."""
-    return {
-        "obs": {k: batch[f"obs/{k}"] for k in keys},
-        "next_obs": {k: batch[f"next_obs/{k}"] for k in keys},
-        "taken": batch["taken"],
-        "reward": batch["reward"],
-        "done": batch["done"],
-    }
+    """Flat replay fields → ``{"obs": {k: ...}, "next_obs": {k: ...}, "taken", "reward", "done", <extra>}``."""
+    out: dict[str, Any] = {"obs": {}, "next_obs": {}}
+    for name, value in batch.items():
+        head, _, key = name.partition("/")
+        if key and head in out:
+            if key in keys:
+                out[head][key] = value
+        else:
+            out[name] = value
+    return out
+
+
+def with_extras(
+    learner: OnlineLearner,
+    transitions: dict[str, torch.Tensor],
+    keys: tuple[str, ...],
+    generator: torch.Generator,
+    chunk: int = 256,
+) -> dict[str, torch.Tensor]:
+    """``transitions`` (flat replay fields) plus the learner's extra fields, computed ``chunk`` rows at a time."""
+    if not learner.transition_fields():
+        return transitions
+    n = len(transitions["reward"])
+    parts = [
+        learner.transition_extras({k: transitions[f"next_obs/{k}"][i : i + chunk] for k in keys}, generator)
+        for i in range(0, n, chunk)
+    ]
+    return {**transitions, **{name: torch.cat([p[name] for p in parts]) for name in parts[0]}}
 
 
 def run_online(
@@ -235,14 +273,17 @@ def run_online(
             f"the learner lives on {built} but the run's device={cfg.device!r}: build it with device={device.type!r}"
         )
     keys = learner.obs_keys
-    spec = transition_spec(env.single_observation_space, keys, learner.taken_dim)
+    spec = transition_spec(env.single_observation_space, keys, learner.taken_dim, learner.transition_fields())
     buffer = ReplayBuffer(cfg.buffer_size, spec, device)
-    offline_buf = None
-    if offline is not None:
-        offline_buf = ReplayBuffer(len(offline["reward"]), spec, device)
-        offline_buf.add(**offline)
     # The loop's generator lives on the training device, so sampling there needs no host round trip.
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
+    offline_buf = None
+    if offline is not None:  # extras from the learner as built (before a resume loads its weights)
+        offline = with_extras(
+            learner, offline, keys, torch.Generator(device=device).manual_seed(cfg.seed + 1)
+        )
+        offline_buf = ReplayBuffer(len(offline["reward"]), spec, device)
+        offline_buf.add(**offline)
     counters = {"env_steps": 0, "transitions": 0, "updates": 0, "episodes": 0, "pending_updates": 0.0}
     history: list[dict[str, float]] = []
     best: dict[str, float] = {"success_rate": -1.0, "env_steps": 0}
@@ -341,15 +382,14 @@ def run_online(
             r = np.asarray(reward, dtype=np.float64)
         done_any = np.asarray(terminated) | np.asarray(truncated)
         real_next = final_obs(info, next_obs, done_any, keys)
+        next_t = {k: torch.as_tensor(real_next[k], dtype=torch.float32, device=device) for k in keys}
         buffer.add(
             **{f"obs/{k}": obs_t[k] for k in keys},
-            **{
-                f"next_obs/{k}": torch.as_tensor(real_next[k], dtype=torch.float32, device=device)
-                for k in keys
-            },
+            **{f"next_obs/{k}": next_t[k] for k in keys},
             taken=taken,
             reward=torch.as_tensor(r, dtype=torch.float32, device=device),
             done=torch.as_tensor(np.asarray(terminated), dtype=torch.float32, device=device),
+            **(learner.transition_extras(next_t, gen) if learner.transition_fields() else {}),
         )
         learner.observe(obs_t, chunk, steps, done_any)
         counters["env_steps"] += int(steps.sum())

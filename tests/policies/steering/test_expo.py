@@ -166,6 +166,93 @@ def _replay_batch(b: int = 16) -> dict:
     }
 
 
+def test_banked_backup_is_the_ema_backup_on_stored_samples_and_decodes_nothing():
+    obs = _obs(4, seed=5)
+    batch = {"next_obs": obs, "reward": torch.tensor([-1.0, 0.0, -1.0, -0.5]), "done": torch.zeros(4)}
+    ema, bank = _agent(edit_scale=0.3, backup_base="ema"), _agent(edit_scale=0.3, backup_base="bank")
+    with torch.no_grad():  # the online base differs, so a bank that decoded with it would show
+        for agent in (ema, bank):
+            for p in agent.base.parameters():
+                p.add_(0.05 * torch.randn_like(p, generator=torch.Generator().manual_seed(0)))
+    torch.testing.assert_close(bank.state_dict(), ema.state_dict(), rtol=0, atol=0)
+    y_ema, a_ema = ema.td_target(batch, torch.Generator().manual_seed(3))
+
+    g = torch.Generator().manual_seed(3)  # what the loop stores: the EMA base's samples at s'
+    stored = bank.transition_extras(obs, g)
+    assert stored["next_base"].shape == (4, 4, TA * DA)
+    assert bank.transition_fields() == {"next_base": ((4, TA * DA), torch.float32)}
+    assert ema.transition_fields() == {} and ema.transition_extras(obs, g) == {}
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a banked backup must not decode")
+
+    for base in (bank.base, bank.base_ema):
+        base.sample = refuse
+    y_bank, a_bank = bank.td_target({**batch, **stored}, g)  # the same draws for edits and heads after it
+    torch.testing.assert_close(a_bank, a_ema, rtol=0, atol=0)
+    torch.testing.assert_close(y_bank, y_ema, rtol=0, atol=0)
+    bank.update_critic(  # a whole critic step on stored samples decodes nothing either
+        {**batch, **stored, "obs": obs, "taken": torch.zeros(4, TA * DA)}, g
+    )
+    with pytest.raises(ValueError, match=r"backup_base='bank'.*policy='sac'"):
+        EXPOConfig(policy="sac", backup_entropy=True, backup_base="bank")
+
+
+def _marked_offline(n: int = 30) -> dict[str, torch.Tensor]:
+    """Offline transitions whose reward 7.0 no online transition carries."""
+    return {
+        "obs/state": torch.randn(n, TO, SD),
+        "next_obs/state": torch.randn(n, TO, SD),
+        "taken": torch.zeros(n, TA * DA),
+        "reward": torch.full((n,), 7.0),
+        "done": torch.zeros(n),
+    }
+
+
+def _run_reach(agent: EXPO, out, offline: dict, utd: float) -> dict:
+    """64 env steps of reach-v3 (2 envs, 12-step episodes, 4 warm-up chunks), half of each batch offline."""
+    run = OnlineRunConfig(
+        env_steps=64, warmup_chunks=4, utd=utd, offline_ratio=0.5, eval_every=0, checkpoint_every=64,
+        log_every=32, progress=False,
+    )  # fmt: skip
+    with sim.make_env(
+        "reach-v3", num_envs=2, seed=0, action_chunk=TA, obs_history=TO, max_episode_steps=12
+    ) as env:
+        return run_expo(agent, env, run, str(out), offline=offline)
+
+
+def test_loop_stores_banked_samples_for_online_and_offline_transitions(tmp_path):
+    from policies.steering.loop import with_extras
+
+    cfg = EXPOConfig(
+        hidden=[32, 32], batch_size=16, num_samples=3, num_edits=1, edit_scale=0.1, backup_base="bank"
+    )
+    agent = EXPO(_base(), TO * SD, cfg)
+    offline = _marked_offline()
+    want = with_extras(agent, offline, ("state",), torch.Generator().manual_seed(0 + 1), chunk=7)
+    seen = []
+    orig = agent.update_critic
+
+    def critic(batch, generator=None):
+        seen.append(batch)
+        return orig(batch, generator)
+
+    agent.update_critic = critic
+    _run_reach(agent, tmp_path, offline, utd=1)
+    assert seen
+    for batch in seen:
+        off = batch["reward"] == 7.0
+        assert batch["next_base"].shape == (16, 3, TA * DA) and off.sum() == 8
+        match = (batch["next_obs"]["state"][off, None] == offline["next_obs/state"][None]).flatten(2).all(-1)
+        rows = match.float().argmax(dim=1)  # (8,): each offline row's index in ``offline``
+        assert match.any(dim=1).all()
+        torch.testing.assert_close(
+            batch["next_base"][off], want["next_base"][rows]
+        )  # decoded once, at the start
+        online = batch["next_base"][~off]
+        assert torch.isfinite(online).all() and online.abs().max() <= 1.0 and online.std() > 0
+
+
 def test_no_gradient_from_critic_or_edit_losses_reaches_the_base():
     agent = _agent(edit_scale=0.1)
     batch = _replay_batch()
@@ -232,21 +319,7 @@ def test_loop_samples_half_offline_and_keeps_the_update_cadence(tmp_path):
         return orig[2](batch, generator)
 
     agent.update_critic, agent.update_base, agent.update_actor = critic, base, actor
-    offline = {
-        "obs/state": torch.randn(30, TO, SD),
-        "next_obs/state": torch.randn(30, TO, SD),
-        "taken": torch.zeros(30, TA * DA),
-        "reward": torch.full((30,), 7.0),  # a marker no online transition carries
-        "done": torch.zeros(30),
-    }
-    run = OnlineRunConfig(
-        env_steps=64, warmup_chunks=4, utd=3, offline_ratio=0.5, eval_every=0, checkpoint_every=64,
-        log_every=32, progress=False,
-    )  # fmt: skip
-    with sim.make_env(
-        "reach-v3", num_envs=2, seed=0, action_chunk=TA, obs_history=TO, max_episode_steps=12
-    ) as env:
-        m = run_expo(agent, env, run, str(tmp_path), offline=offline)
+    m = _run_reach(agent, tmp_path, _marked_offline(), utd=3)
     learned = 2 * (64 // (2 * TA) - 1)  # 8 steps of 2 envs; learning starts once the warm-up (2 steps) is in
     assert calls["critic"] == 3 * learned == m["updates"] and calls["base"] == calls["actor"] == learned
     assert set(calls["offline_share"]) == {0.5}  # exactly half of every critic minibatch
