@@ -273,7 +273,8 @@ def run_online(
             f"the learner lives on {built} but the run's device={cfg.device!r}: build it with device={device.type!r}"
         )
     keys = learner.obs_keys
-    spec = transition_spec(env.single_observation_space, keys, learner.taken_dim, learner.transition_fields())
+    extra_fields = learner.transition_fields()  # asked once: fixed for the run
+    spec = transition_spec(env.single_observation_space, keys, learner.taken_dim, extra_fields)
     buffer = ReplayBuffer(cfg.buffer_size, spec, device)
     # The loop's generator lives on the training device, so sampling there needs no host round trip.
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
@@ -389,7 +390,7 @@ def run_online(
             taken=taken,
             reward=torch.as_tensor(r, dtype=torch.float32, device=device),
             done=torch.as_tensor(np.asarray(terminated), dtype=torch.float32, device=device),
-            **(learner.transition_extras(next_t, gen) if learner.transition_fields() else {}),
+            **(learner.transition_extras(next_t, gen) if extra_fields else {}),
         )
         learner.observe(obs_t, chunk, steps, done_any)
         counters["env_steps"] += int(steps.sum())
