@@ -80,6 +80,9 @@ class EXPOConfig:
     backup_base: str = "online"
     bc_offline_ratio: float = 0.5  # share of demonstration windows in each base BC batch
     bc_buffer_size: int = 100_000  # online BC windows kept (ours: the reference imitates the replay itself)
+    # base steps and edit (+ α) steps per transition, after its critic steps. The reference makes one of each
+    # per env step; a chunk transition is Ta env steps, so 1 here is Ta× fewer per env step (ours)
+    policy_updates: int = 1
 
     def __post_init__(self) -> None:
         for key, value, choices in (
@@ -97,6 +100,11 @@ class EXPOConfig:
         if self.edit_scale < 0:
             raise ValueError(f"EXPO edit_scale={self.edit_scale} is not valid: β must be >= 0 (0: best-of-N)")
         Temperature.check_lr("EXPO", self.temperature_lr)
+        if self.policy_updates < 1:
+            raise ValueError(
+                f"EXPO policy_updates={self.policy_updates} is not valid: need >= 1 base and edit steps per "
+                "transition (1: the reference's one per update)"
+            )
         if not 1 <= self.num_min_qs <= self.num_critics:
             raise ValueError(
                 f"EXPO num_min_qs={self.num_min_qs} must lie in [1, num_critics={self.num_critics}]"
@@ -418,18 +426,22 @@ class EXPO(nn.Module):
     def learn(
         self, n_updates: int, n_transitions: int, sample: Sampler, generator: torch.Generator
     ) -> dict[str, float]:
-        """Per transition: its share of the ``n_updates`` critic steps, one base step, one edit + α step
-        (the latter on the last critic minibatch, as the reference's ``update``)."""
+        """Per transition: its share of the ``n_updates`` critic steps, then ``policy_updates`` base steps and
+        edit + α steps, the edit steps on the last ``policy_updates`` critic minibatches (one: the reference's
+        ``update``; with fewer minibatches the first is reused)."""
         stats: dict[str, float] = {}
         per, extra = divmod(n_updates, max(n_transitions, 1))
+        k = self.config.policy_updates
         for i in range(n_transitions):
-            batch = None
+            batches: list[dict[str, Any]] = []
             for _ in range(per + (1 if i < extra else 0)):
-                batch = sample(self.config.batch_size)
-                stats.update(self.update_critic(batch, generator))
-            stats.update(self.update_base(generator))
-            if batch is not None:
-                stats.update(self.update_actor(batch, generator))
+                batches.append(sample(self.config.batch_size))
+                stats.update(self.update_critic(batches[-1], generator))
+            for j in range(k):
+                stats.update(self.update_base(generator))
+                if batches:
+                    last_k = batches[max(len(batches) - k + j, 0)]  # ends on the last minibatch
+                    stats.update(self.update_actor(last_k, generator))
         return stats
 
     def observe(

@@ -329,6 +329,39 @@ def test_loop_samples_half_offline_and_keeps_the_update_cadence(tmp_path):
     assert float((bc["action"][:, 0, 0] == 5.0).float().mean()) == 0.5
 
 
+def test_policy_updates_run_k_base_and_edit_steps_on_the_last_k_critic_minibatches(tmp_path):
+    cfg = EXPOConfig(
+        hidden=[32, 32], batch_size=16, num_samples=2, num_edits=1, edit_scale=0.1, policy_updates=2
+    )
+    agent = EXPO(_base(), TO * SD, cfg)
+    trace: list[tuple[str, int]] = []  # ("critic" | "base" | "actor", id of the minibatch)
+    orig = agent.update_critic, agent.update_base, agent.update_actor
+
+    def critic(batch, generator=None):
+        trace.append(("critic", id(batch)))
+        return orig[0](batch, generator)
+
+    def base(generator=None):
+        trace.append(("base", 0))
+        return orig[1](generator)
+
+    def actor(batch, generator=None):
+        trace.append(("actor", id(batch)))
+        return orig[2](batch, generator)
+
+    agent.update_critic, agent.update_base, agent.update_actor = critic, base, actor
+    _run_reach(agent, tmp_path, _marked_offline(), utd=3)
+    learned = 2 * (64 // (2 * TA) - 1)
+    assert len(trace) == learned * (3 + 2 + 2)
+    for t in range(learned):  # per transition: 3 critic steps, then (base, edit) twice on minibatches 2 and 3
+        kinds = [k for k, _ in trace[7 * t : 7 * t + 7]]
+        ids = [i for _, i in trace[7 * t : 7 * t + 7]]
+        assert kinds == ["critic"] * 3 + ["base", "actor"] * 2
+        assert ids[4] == ids[1] and ids[6] == ids[2]
+    with pytest.raises(ValueError, match="policy_updates=0"):
+        EXPOConfig(policy_updates=0)
+
+
 class PointBase(nn.Module):
     """A 1-D base with a narrow mode: a = μ + σ·noise; ``loss`` is imitation of μ."""
 
