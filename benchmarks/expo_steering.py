@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -82,6 +83,7 @@ def plot(results: list[dict], path: Path) -> None:
 
     tasks = sorted({r["task"] for r in results})
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.6), squeeze=False)
+    long = max(len(r["method"]) for r in results) > 40  # long labels go below the axes
     for ax, task in zip(axes[0], tasks, strict=True):
         by_method: dict[str, list[dict]] = defaultdict(list)
         for r in results:
@@ -105,10 +107,10 @@ def plot(results: list[dict], path: Path) -> None:
         ax.set_ylabel("success rate (periodic eval)")
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, **({"loc": "upper center", "bbox_to_anchor": (0.5, -0.28)} if long else {}))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight" if long else None)
     plt.close(fig)
 
 
@@ -128,8 +130,39 @@ def main() -> None:
         "--out", default="runs/bench/dsrl", help="shares the weak bases with dsrl_steering.py"
     )
     parser.add_argument("--figure", default="docs/figures/expo_curves.png")
+    parser.add_argument(
+        "--plot-only",
+        type=Path,
+        metavar="ROWS",
+        help="draw --figure from a results file's rows (e.g. docs/results/expo_probes.jsonl) and run nothing; "
+        "each line is labelled by its method and the overrides beyond --label-common",
+    )
+    parser.add_argument(
+        "--plot-base", help="with --plot-only: only rows from this base (e.g. base_dp_noise0.3_8000)"
+    )
+    parser.add_argument(
+        "--label-common",
+        nargs="*",
+        default=["run.reward=shaped", "run.eval_every=2500"],
+        help="with --plot-only: overrides every row shares, left out of the labels",
+    )
     parser.add_argument("overrides", nargs="*", help="extra robosteer-steer overrides (after --)")
     args = parser.parse_args()
+    if args.plot_only:
+        rows = [json.loads(line) for line in args.plot_only.read_text().splitlines() if line.strip()]
+        rows = [r for r in rows if args.plot_base in (None, r.get("base"))]
+        if not rows:
+            sys.exit(
+                f"{args.plot_only}: no rows" + (f" from base {args.plot_base!r}" if args.plot_base else "")
+            )
+        for r in rows:
+            extra = [o.split(".", 1)[-1] for o in r.get("overrides", []) if o not in args.label_common]
+            r["method"] = " ".join([r["method"], *extra]) + (
+                " (stopped)" if r["success_rate"] is None else ""
+            )
+        plot(rows, (ROOT / args.figure).resolve())
+        print(f"curves: {(ROOT / args.figure).resolve()}")
+        return
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "expo_results.jsonl"
