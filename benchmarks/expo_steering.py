@@ -83,7 +83,7 @@ def plot(results: list[dict], path: Path) -> None:
 
     tasks = sorted({r["task"] for r in results})
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.6), squeeze=False)
-    long = max(len(r["method"]) for r in results) > 40  # long labels go below the axes
+    long = max(len(r["method"]) for r in results) > 40  # long labels: one legend below the axes
     for ax, task in zip(axes[0], tasks, strict=True):
         by_method: dict[str, list[dict]] = defaultdict(list)
         for r in results:
@@ -107,8 +107,12 @@ def plot(results: list[dict], path: Path) -> None:
         ax.set_ylabel("success rate (periodic eval)")
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, **({"loc": "upper center", "bbox_to_anchor": (0.5, -0.28)} if long else {}))
+        if not long:
+            ax.legend(fontsize=7)
     fig.tight_layout()
+    if long:  # one legend for all tasks, below them
+        seen = {label: h for ax in axes[0] for h, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+        fig.legend(seen.values(), seen.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=7)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight" if long else None)
     plt.close(fig)
