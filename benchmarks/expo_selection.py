@@ -4,8 +4,9 @@ An EXPO agent improves two ways: the base keeps imitating (its EMA copy acts) an
 samples + M edits. This evaluates one checkpoint's agent with the candidate set changed at evaluation only:
 ``1,0`` is the EMA base alone, ``N,0`` best-of-N under the run's critic, ``N,M`` the OTF operator. If the critic
 ranks candidates well, success grows with N; if it is exploited, it falls. ``N,M,K`` also scores the candidates
-with the min over K target heads instead of the run's ``num_min_qs`` (K = 10: all of them, the most pessimistic). Same unseen initial states as
-``expo_steering.py`` (eval seed 200000), torch seeded per setting, so every cell is reproducible.
+with the min over K target heads instead of the run's ``num_min_qs`` (K = 10: all of them, the most
+pessimistic). Same unseen initial states as ``expo_steering.py`` (eval seed 200000), torch seeded per setting,
+so every cell is reproducible.
 
     python benchmarks/expo_selection.py runs/bench/dsrl/push-v3/expo_s0 --settings 1,0 4,0 4,4 16,0
 """
