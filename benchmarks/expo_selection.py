@@ -56,18 +56,24 @@ def load_otf(run: Path, which: str) -> Any:
     return policy
 
 
-def evaluate_setting(policy: Any, run: Path, n: int, m: int, k: int, episodes: int, seed: int) -> dict:
+def evaluate_setting(policy: Any, run: Path, n: int, m: int, k: int | None, episodes: int, seed: int) -> dict:
     """Success of the run's agent with N base samples and M edits (its critic, base and edit policy), scored
-    by the min over a random K of its target heads."""
+    by the min over a random K of its target heads (None: the run's ``num_min_qs``). The agent's trained
+    config is restored afterwards, so settings do not leak into each other."""
     import sim
 
     agent = policy.agent
     if m > 0 and agent.actor is None:
         raise ValueError(f"{run} has no edit policy (β = 0 or M = 0 in training): use settings with M = 0")
-    agent.config = dataclasses.replace(agent.config, num_samples=n, num_edits=m, num_min_qs=k)  # re-validated
-    torch.manual_seed(seed)
-    with sim.make_env(policy.task, num_envs=4, seed=seed, obs="state") as env, torch.no_grad():
-        metrics = sim.evaluate(env, policy.eval(), episodes=episodes, seed=seed, progress=False)
+    trained = agent.config
+    heads = trained.num_min_qs if k is None else k
+    agent.config = dataclasses.replace(trained, num_samples=n, num_edits=m, num_min_qs=heads)  # re-validated
+    try:
+        torch.manual_seed(seed)
+        with sim.make_env(policy.task, num_envs=4, seed=seed, obs="state") as env, torch.no_grad():
+            metrics = sim.evaluate(env, policy.eval(), episodes=episodes, seed=seed, progress=False)
+    finally:
+        agent.config = trained
     return {"success_rate": metrics["success_rate"], "ci95": metrics["success_ci95"]}
 
 
@@ -97,15 +103,12 @@ def main() -> None:
     for run in args.runs:
         env_steps = json.loads((run / "metrics.json").read_text())["env_steps"]
         row: dict = {"run": str(run), "env steps": env_steps}
-        policy, trained_heads = None, 0  # loaded at the first missing cell
+        policy = None  # loaded at the first missing cell
         for n, m, heads in args.settings:
             cell = (str(run), args.which, n, m, heads, args.episodes)
             if cell not in done:
-                if policy is None:
-                    policy = load_otf(run, args.which)
-                    trained_heads = policy.agent.config.num_min_qs
-                k = trained_heads if heads is None else heads
-                r = evaluate_setting(policy, run, n, m, k, args.episodes, EVAL_SEED)
+                policy = policy or load_otf(run, args.which)
+                r = evaluate_setting(policy, run, n, m, heads, args.episodes, EVAL_SEED)
                 done[cell] = {**dict(zip(key, cell, strict=True)), "env_steps": env_steps, **r}
                 with args.results.open("a") as f:
                     f.write(json.dumps(done[cell]) + "\n")

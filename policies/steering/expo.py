@@ -103,7 +103,7 @@ class EXPOConfig:
         if self.policy_updates < 1:
             raise ValueError(
                 f"EXPO policy_updates={self.policy_updates} is not valid: need >= 1 base and edit steps per "
-                "transition (1: the reference's one per update)"
+                "transition (1: one of each per transition; Ta: the reference's one per env step)"
             )
         if not 1 <= self.num_min_qs <= self.num_critics:
             raise ValueError(
