@@ -74,6 +74,55 @@ def overrides_for(method: str, overrides: list[str]) -> list[str]:
     return [o for o in overrides if not o.lstrip("+~").startswith(other)]
 
 
+THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def steps_to_reach(history: list[dict], threshold: float) -> float | None:
+    """Env steps of the first periodic eval at or above ``threshold``; None if no eval of the run reached it."""
+    for h in history:
+        if h["success_rate"] >= threshold - 1e-9:
+            return float(h["env_steps"])
+    return None
+
+
+def reach_ratio(steps: float | None, ref: float | None, ref_end: float) -> str:
+    """``steps / ref`` as text; if the reference never reached the threshold within its ``ref_end`` env steps,
+    the ratio is only bounded: below ``steps / ref_end``. "–": no ratio (this run never reached it, or the
+    reference had it before any env step)."""
+    if steps is None or ref == 0 or (ref is None and ref_end <= 0):
+        return "–"
+    if ref is None:
+        return f"< {steps / ref_end:.2f}"
+    return f"{steps / ref:.2f}"
+
+
+def reach_table(rows: list[dict], reference: str = "rlpd") -> list[dict]:
+    """Per row: env steps to the first periodic eval ≥ each threshold ("> N": not within its N env steps), and
+    its ratio to the task's ``reference`` row (the first whose label starts with it, one seed each): the
+    Done-when's "at most 2/3 of RLPD's env steps" reads off the ratio columns."""
+    any_ref = any(q["method"].startswith(reference) for q in rows)
+    table = []
+    for r in sorted(rows, key=lambda r: (r["task"], r["method"], r["seed"])):
+        ref = next(
+            (q for q in rows if q["task"] == r["task"] and q["method"].startswith(reference) and q is not r),
+            None,
+        )
+        row: dict[str, str | int] = {"task": r["task"], "method": r["method"], "seed": r["seed"]}
+        reached = [steps_to_reach(r["history"], x) for x in THRESHOLDS]
+        end = r["history"][-1]["env_steps"] if r["history"] else 0
+        for x, s in zip(THRESHOLDS, reached, strict=True):
+            row[f"≥ {x}"] = f"{s:,.0f}" if s is not None else f"> {end:,.0f}"
+        for x, s in zip(THRESHOLDS, reached, strict=True):
+            if any_ref:  # every row has the ratio columns (blank without a reference), so none is dropped
+                row[f"/ {reference} ≥ {x}"] = (
+                    reach_ratio(s, steps_to_reach(ref["history"], x), ref["history"][-1]["env_steps"])
+                    if ref is not None and ref["history"]
+                    else ""
+                )
+        table.append(row)
+    return table
+
+
 def plot(results: list[dict], path: Path) -> None:
     """Success vs env steps per task: one line per method (mean over seeds at shared eval points)."""
     import matplotlib
@@ -165,6 +214,8 @@ def main() -> None:
                 " (stopped)" if r["success_rate"] is None else ""
             )
         plot(rows, (ROOT / args.figure).resolve())
+        print("\nEnv steps to the first periodic eval at or above each success rate")
+        print(format_table(reach_table(rows)))
         print(f"curves: {(ROOT / args.figure).resolve()}")
         return
     out = (ROOT / args.out).resolve()
@@ -232,6 +283,8 @@ def main() -> None:
     )
     print(format_table(table))
     if done:
+        print("\nEnv steps to the first periodic eval at or above each success rate")
+        print(format_table(reach_table(list(done.values()))))
         figure = (ROOT / args.figure).resolve()
         plot(list(done.values()), figure)
         print(f"curves: {figure}")
