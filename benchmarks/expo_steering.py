@@ -98,15 +98,15 @@ def reach_ratio(steps: float | None, ref: float | None, ref_end: float) -> str:
 
 def reach_table(rows: list[dict], reference: str = "rlpd") -> list[dict]:
     """Per row: env steps to the first periodic eval ≥ each threshold ("> N": not within its N env steps), and
-    its ratio to the task's ``reference`` row (the first whose label starts with it, one seed each): the
-    Done-when's "at most 2/3 of RLPD's env steps" reads off the ratio columns."""
+    its ratio to the task's ``reference`` run (a row whose label starts with it, of the same seed where there is
+    one): the Done-when's "at most 2/3 of RLPD's env steps" reads off the ratio columns."""
     any_ref = any(q["method"].startswith(reference) for q in rows)
     table = []
     for r in sorted(rows, key=lambda r: (r["task"], r["method"], r["seed"])):
-        ref = next(
-            (q for q in rows if q["task"] == r["task"] and q["method"].startswith(reference) and q is not r),
-            None,
-        )
+        refs = [
+            q for q in rows if q["task"] == r["task"] and q["method"].startswith(reference) and q is not r
+        ]
+        ref = next((q for q in refs if q["seed"] == r["seed"]), refs[0] if refs else None)
         row: dict[str, str | int] = {"task": r["task"], "method": r["method"], "seed": r["seed"]}
         reached = [steps_to_reach(r["history"], x) for x in THRESHOLDS]
         end = r["history"][-1]["env_steps"] if r["history"] else 0

@@ -60,3 +60,13 @@ def test_every_row_has_the_ratio_columns_when_any_task_has_a_reference() -> None
     assert table[0]["task"] == "a-task" and table[0]["/ rlpd ≥ 0.9"] == ""  # no reference there: blank
     assert [set(r) for r in table[1:]] == [set(table[0])] * 2
     assert table[1]["method"] == "expo" and table[1]["/ rlpd ≥ 0.9"] == "0.25"
+
+
+def test_each_seed_is_compared_with_the_reference_run_of_its_own_seed() -> None:
+    rlpd = [_row("push", "rlpd", [(0, 0.0), (s, 0.8)]) for s in (10_000, 40_000)]
+    expo = [_row("push", "expo", [(0, 0.0), (8_000, 0.8)]) for _ in range(2)]
+    for i, r in enumerate(rlpd + expo):
+        r["seed"] = i % 2
+    table = {(r["method"], r["seed"]): r for r in reach_table(rlpd + expo)}
+    assert table[("expo", 0)]["/ rlpd ≥ 0.8"] == "0.80"
+    assert table[("expo", 1)]["/ rlpd ≥ 0.8"] == "0.20"
