@@ -108,19 +108,27 @@ def reach_table(rows: list[dict], reference: str = "rlpd") -> list[dict]:
         ]
         ref = next((q for q in refs if q["seed"] == r["seed"]), refs[0] if refs else None)
         row: dict[str, str | int] = {"task": r["task"], "method": r["method"], "seed": r["seed"]}
-        reached = [steps_to_reach(r["history"], x) for x in THRESHOLDS]
         end = r["history"][-1]["env_steps"] if r["history"] else 0
-        for x, s in zip(THRESHOLDS, reached, strict=True):
+        ratios: dict[str, str] = {}
+        for x in THRESHOLDS:
+            s = steps_to_reach(r["history"], x)
             row[f"≥ {x}"] = f"{s:,.0f}" if s is not None else f"> {end:,.0f}"
-        for x, s in zip(THRESHOLDS, reached, strict=True):
             if any_ref:  # every row has the ratio columns (blank without a reference), so none is dropped
-                row[f"/ {reference} ≥ {x}"] = (
+                ratios[f"/ {reference} ≥ {x}"] = (
                     reach_ratio(s, steps_to_reach(ref["history"], x), ref["history"][-1]["env_steps"])
                     if ref is not None and ref["history"]
                     else ""
                 )
-        table.append(row)
+        table.append({**row, **ratios})
     return table
+
+
+def report(rows: list[dict], figure: Path) -> None:
+    """Both modes' ending: the env-steps-to-reach table and the curves figure."""
+    print("\nEnv steps to the first periodic eval at or above each success rate")
+    print(format_table(reach_table(rows)))
+    plot(rows, figure)
+    print(f"curves: {figure}")
 
 
 def plot(results: list[dict], path: Path) -> None:
@@ -213,10 +221,7 @@ def main() -> None:
             r["method"] = " ".join([r["method"], *extra]) + (
                 " (stopped)" if r["success_rate"] is None else ""
             )
-        plot(rows, (ROOT / args.figure).resolve())
-        print("\nEnv steps to the first periodic eval at or above each success rate")
-        print(format_table(reach_table(rows)))
-        print(f"curves: {(ROOT / args.figure).resolve()}")
+        report(rows, (ROOT / args.figure).resolve())
         return
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -283,11 +288,7 @@ def main() -> None:
     )
     print(format_table(table))
     if done:
-        print("\nEnv steps to the first periodic eval at or above each success rate")
-        print(format_table(reach_table(list(done.values()))))
-        figure = (ROOT / args.figure).resolve()
-        plot(list(done.values()), figure)
-        print(f"curves: {figure}")
+        report(list(done.values()), (ROOT / args.figure).resolve())
 
 
 if __name__ == "__main__":
