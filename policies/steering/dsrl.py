@@ -371,7 +371,9 @@ class DSRL(nn.Module):
                 stats.update(self.update_noise_critic(obs, generator))
         return stats
 
-    def observe(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, steps: Any, done: Any) -> None:
+    def observe(
+        self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, steps: Any, done: Any, success: Any
+    ) -> None:
         """NA with a noise bank: bank the state with the latent just played there and K − 1 Gaussian ones."""
         played, self._played = self._played, None
         self.bank_states(obs, played)

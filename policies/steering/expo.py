@@ -44,6 +44,7 @@ from policies.steering.loop import ReplannedPolicy, Sampler, load_run, run_onlin
 POLICIES = ("otf", "sac")
 ACTIONS = ("chunk", "single")
 BACKUP_BASES = ("online", "ema", "bank")
+BC_ONLINE = ("all", "success")
 
 
 @dataclass
@@ -80,6 +81,9 @@ class EXPOConfig:
     backup_base: str = "online"
     bc_offline_ratio: float = 0.5  # share of demonstration windows in each base BC batch
     bc_buffer_size: int = 100_000  # online BC windows kept (ours: the reference imitates the replay itself)
+    # which finished online episodes the base imitates: all (reference: its whole replay) | success: only those
+    # that ended in success (ours, off by default; like Servo97's later third-party "success buffer")
+    bc_online: str = "all"
     # base steps and edit (+ α) steps per transition, after its critic steps. The reference makes one of each
     # per env step; a chunk transition is Ta env steps, so 1 here is Ta× fewer per env step (ours)
     policy_updates: int = 1
@@ -89,6 +93,7 @@ class EXPOConfig:
             ("policy", self.policy, POLICIES),
             ("action", self.action, ACTIONS),
             ("backup_base", self.backup_base, BACKUP_BASES),
+            ("bc_online", self.bc_online, BC_ONLINE),
         ):
             if value not in choices:
                 raise ValueError(f"EXPO {key}={value!r} is not known: expected one of {choices}")
@@ -445,9 +450,15 @@ class EXPO(nn.Module):
         return stats
 
     def observe(
-        self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, steps: np.ndarray, done: np.ndarray
+        self,
+        obs: dict[str, torch.Tensor],
+        chunk: torch.Tensor,
+        steps: np.ndarray,
+        done: np.ndarray,
+        success: np.ndarray,
     ) -> None:
-        """Record executed steps per env; a finished episode becomes BC windows (one per MDP step)."""
+        """Record executed steps per env; a finished episode becomes BC windows (one per MDP step), with
+        ``bc_online="success"`` only if it ended in success."""
         if self.config.policy != "otf":
             return
         for i in range(chunk.shape[0]):
@@ -455,9 +466,10 @@ class EXPO(nn.Module):
             starts.append({k: obs[k][i] for k in self.obs_keys})
             actions.append(chunk[i, : int(steps[i])])
             if done[i]:
-                self.bc_online.add(
-                    **episode_windows(starts, actions, self.exec_slice.start, self.noise_shape[0])
-                )
+                if self.config.bc_online == "all" or success[i]:
+                    self.bc_online.add(
+                        **episode_windows(starts, actions, self.exec_slice.start, self.noise_shape[0])
+                    )
                 del self._episodes[i]
 
     def eval_policy(self) -> OTFPolicy:

@@ -105,9 +105,15 @@ class OnlineLearner(Protocol):
         ...
 
     def observe(
-        self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, steps: np.ndarray, done: np.ndarray
+        self,
+        obs: dict[str, torch.Tensor],
+        chunk: torch.Tensor,
+        steps: np.ndarray,
+        done: np.ndarray,
+        success: np.ndarray,
     ) -> None:
-        """Every collected transition (executed steps per row, episode ends), e.g. to build BC windows."""
+        """Every collected transition (executed steps per row, episode ends, ends in success), e.g. to build
+        BC windows."""
         ...
 
     def eval_policy(self) -> Any:
@@ -392,7 +398,7 @@ def run_online(
             done=torch.as_tensor(np.asarray(terminated), dtype=torch.float32, device=device),
             **(learner.transition_extras(next_t, gen) if extra_fields else {}),
         )
-        learner.observe(obs_t, chunk, steps, done_any)
+        learner.observe(obs_t, chunk, steps, done_any, np.asarray(terminated, dtype=bool))
         counters["env_steps"] += int(steps.sum())
         counters["transitions"] += num_envs
         bar.update(int(steps.sum()))

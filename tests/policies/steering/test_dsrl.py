@@ -258,13 +258,13 @@ def test_noise_bank_keeps_the_played_latent_beside_the_gaussian_ones():
     obs = {"state": torch.randn(3, 1, 2, generator=g)}
     replay = torch.Generator().set_state(g.get_state())
     taken, chunk = agent.explore(obs, g)
-    agent.observe(obs, chunk, None, None)
+    agent.observe(obs, chunk, None, None, None)
     latent = agent.bank.data["latent"][:3]  # (3, K, 1)
     played, _ = agent.actor(agent.features(obs), generator=replay)
     assert torch.equal(latent[:, -1], played) and torch.equal(agent.bank.data["executed"][:3, -1], taken)
     assert torch.equal(agent.bank.data["executed"][:3], torch.sign(latent))  # every slot decodes exactly
     torch.manual_seed(0)  # the bank's Gaussian draws use the global (checkpointed) RNG
-    agent.observe(obs, chunk, None, None)  # nothing played since: K Gaussian latents
+    agent.observe(obs, chunk, None, None, None)  # nothing played since: K Gaussian latents
     assert (agent.bank.data["latent"][3:6].abs() > 1).any()
     assert not torch.equal(agent.bank.data["latent"][3:6, -1], played)
 

@@ -298,6 +298,20 @@ def test_online_episodes_become_bc_windows_like_the_sequence_dataset(tmp_path):
     torch.testing.assert_close(got["action"][2], torch.from_numpy(acts[[7, 8, 9, 10, 10, 10, 10, 10]]))
 
 
+@pytest.mark.parametrize("bc_online", ["all", "success"])
+def test_bc_online_success_imitates_only_episodes_that_ended_in_success(bc_online):
+    agent = _agent(bc_online=bc_online)
+    chunk = torch.randn(2, TA, DA)  # (B, Ta, Da)
+    steps, running = np.full(2, TA), np.zeros(2, bool)
+    agent.observe(_obs(2), chunk, steps, running, running)  # first MDP step of both episodes
+    # env 0 ends in success, env 1 times out: each episode is 2 MDP steps, so 2 windows each
+    agent.observe(_obs(2, seed=1), chunk, steps, np.ones(2, bool), np.array([True, False]))
+    assert len(agent.bc_online) == (2 if bc_online == "success" else 4)
+    assert agent._episodes == {}  # both episodes are closed either way
+    with pytest.raises(ValueError, match=r"bc_online='best'.*'success'"):
+        EXPOConfig(bc_online="best")
+
+
 def test_loop_samples_half_offline_and_keeps_the_update_cadence(tmp_path):
     demos = {"obs/state": torch.randn(20, TO, SD), "action": torch.full((20, TP, DA), 5.0)}  # BC marker
     cfg = EXPOConfig(hidden=[32, 32], batch_size=16, num_samples=2, num_edits=1, edit_scale=0.1)
