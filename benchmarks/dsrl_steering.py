@@ -1,6 +1,6 @@
 """DSRL on a deliberately weak base policy: success vs env steps, per task, variant and seed (issue: DSRL).
 
-For every task: collect 100 demos once from the scripted expert with N(0, ``--noise``) action noise, keeping
+For every task: collect ``--demos`` (100) demos once from the scripted expert with N(0, ``--noise``) action noise, keeping
 failures (mixed-quality data, as human teleoperation gives), train a Diffusion Policy on them for
 ``--base-steps`` steps, and evaluate it on ``--episodes`` unseen initial states (eval seed 200000). Such a
 base imitates the noise too: its chunks depend strongly on the latent noise, which is what DSRL steers (a
@@ -56,15 +56,19 @@ def _evaluate(checkpoint: Path, task: str, episodes: int, out: Path, which: str 
     return float(json.loads((out / "metrics.json").read_text())["success_rate"])
 
 
-def weak_base(task: str, out: Path, noise: float, steps: int, episodes: int) -> tuple[Path, Path, float]:
-    """Collect noisy demos and train the weak base once per task: (base, demos, success on unseen states)."""
-    data = out / task / f"demos_noise{noise}"
+def weak_base(
+    task: str, out: Path, noise: float, steps: int, episodes: int, demos: int = 100
+) -> tuple[Path, Path, float]:
+    """Collect ``demos`` noisy demos and train the weak base once per task: (base, demos, success on unseen
+    states). A base is weakened by noisy demos (``noise``) or by few of them (``demos``)."""
+    tag = f"noise{noise}" if demos == 100 else f"{demos}demos_noise{noise}"  # 100: the original names
+    data = out / task / f"demos_{tag}"
     if not (data / "demos.hdf5").exists():
         _run(
             [
                 "scripts.collect",
                 f"task={task}",
-                "episodes=100",
+                f"episodes={demos}",
                 "seed=0",
                 f"action_noise_std={noise}",
                 "keep=all",
@@ -73,7 +77,7 @@ def weak_base(task: str, out: Path, noise: float, steps: int, episodes: int) -> 
             ],
             out / f"{task}_collect.log",
         )
-    base = out / task / f"base_dp_noise{noise}_{steps}"
+    base = out / task / f"base_dp_{tag}_{steps}"
     if not (base / "metrics.json").exists():
         _run(
             [
@@ -88,8 +92,7 @@ def weak_base(task: str, out: Path, noise: float, steps: int, episodes: int) -> 
             ],
             log_beside(base, ".train.log"),
         )
-    demos = data / "demos.hdf5"
-    return base, demos, _evaluate(base, task, episodes, Path(f"{base}_eval"))
+    return base, data / "demos.hdf5", _evaluate(base, task, episodes, Path(f"{base}_eval"))
 
 
 def shared_noise_check(base: Path, task: str, episodes: int) -> dict[str, float]:
@@ -199,6 +202,9 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=["na", "sac"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--noise", type=float, default=0.3, help="action noise std of the base's demos")
+    parser.add_argument(
+        "--demos", type=int, default=100, help="demos collected for the base and offline data"
+    )
     parser.add_argument("--base-steps", type=int, default=3000)
     parser.add_argument("--env-steps", type=int, default=100_000)
     parser.add_argument("--max-minutes", type=float, default=60.0)
@@ -222,7 +228,9 @@ def main() -> None:
     # (the runs themselves are reused) instead of returning their `latest` rows; older rows had only `latest`
     done = read_results(results_path, ("task", "variant", "seed", "which"), defaults={"which": "latest"})
     for task in args.tasks:
-        base, demos, base_success = weak_base(task, out, args.noise, args.base_steps, args.episodes)
+        base, demos, base_success = weak_base(
+            task, out, args.noise, args.base_steps, args.episodes, args.demos
+        )
         if args.noise_check:
             check = shared_noise_check(base, task, args.episodes)
             print(

@@ -183,6 +183,9 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--noise", type=float, default=0.3, help="action noise std of the base's demos")
+    parser.add_argument(
+        "--demos", type=int, default=100, help="demos collected for the base and offline data"
+    )
     parser.add_argument("--base-steps", type=int, default=3000)
     parser.add_argument("--env-steps", type=int, default=100_000)
     parser.add_argument("--max-minutes", type=float, default=60.0)
@@ -228,7 +231,9 @@ def main() -> None:
     results_path = out / "expo_results.jsonl"
     done = read_results(results_path, ("task", "method", "seed"))
     for task in args.tasks:
-        base, demos, base_success = weak_base(task, out, args.noise, args.base_steps, args.episodes)
+        base, demos, base_success = weak_base(
+            task, out, args.noise, args.base_steps, args.episodes, args.demos
+        )
         print(f"{task}: base {base.name}: {base_success:.2f} success on {args.episodes} episodes", flush=True)
         for method in args.methods:
             for seed in args.seeds:
@@ -254,6 +259,7 @@ def main() -> None:
                     "task": task,
                     "method": method,
                     "seed": seed,
+                    "base": base.name,
                     "base_success": base_success,
                     "success_rate": steered,
                     "episodes": args.episodes,
