@@ -387,7 +387,8 @@ def run_online(
             r = shaped_chunk_reward(np.asarray(reward), steps, chunk.shape[1], cfg.reward_scale)
         else:
             r = np.asarray(reward, dtype=np.float64)
-        done_any = np.asarray(terminated) | np.asarray(truncated)
+        terminated = np.asarray(terminated, dtype=bool)  # (B,) episode ended in success
+        done_any = terminated | np.asarray(truncated)
         real_next = final_obs(info, next_obs, done_any, keys)
         next_t = {k: torch.as_tensor(real_next[k], dtype=torch.float32, device=device) for k in keys}
         buffer.add(
@@ -395,10 +396,10 @@ def run_online(
             **{f"next_obs/{k}": next_t[k] for k in keys},
             taken=taken,
             reward=torch.as_tensor(r, dtype=torch.float32, device=device),
-            done=torch.as_tensor(np.asarray(terminated), dtype=torch.float32, device=device),
+            done=torch.as_tensor(terminated, dtype=torch.float32, device=device),
             **(learner.transition_extras(next_t, gen) if extra_fields else {}),
         )
-        learner.observe(obs_t, chunk, steps, done_any, np.asarray(terminated, dtype=bool))
+        learner.observe(obs_t, chunk, steps, done_any, terminated)
         counters["env_steps"] += int(steps.sum())
         counters["transitions"] += num_envs
         bar.update(int(steps.sum()))
