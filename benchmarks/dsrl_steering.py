@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from scripts.common import log_beside, read_results, run_module
+from scripts.common import log_beside, provenance, read_results, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_SEED = 200000
@@ -143,15 +143,19 @@ def steer_budget(args: Any, seed: int, run: Path) -> list[str]:
 def _row(
     task: str, variant: str, seed: int, base_success: float, run: Path, m: dict, wall: float, args: Any
 ) -> dict:
-    """One results row: the run's ``--which`` steering actor (+ frozen base) on ``--episodes`` unseen states."""
-    steered = _evaluate(run, task, args.episodes, Path(f"{run}_eval_{args.which}"), which=args.which)
+    """One results row: the run's final (``latest``) and validation-selected (``best``) steering actors
+    (+ frozen base), each on ``--episodes`` unseen states."""
+    final = _evaluate(run, task, args.episodes, Path(f"{run}_eval_latest"), which="latest")
+    best = _evaluate(run, task, args.episodes, Path(f"{run}_eval_best"), which="best")
     return {
         "task": task,
         "variant": variant,
         "seed": seed,
+        "base": {"noise": args.noise, "demos": args.demos, "steps": args.base_steps},
         "base_success": base_success,
-        "success_rate": steered,
-        "which": args.which,
+        "success_rate": final,
+        "best_actor_success": best,
+        "best_periodic": max(h["success_rate"] for h in m["history"]) if m["history"] else None,
         "episodes": args.episodes,
         "env_steps": m["env_steps"],
         "wall_s": wall,
@@ -211,10 +215,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--out", default="runs/bench/dsrl")
     parser.add_argument(
-        "--which",
-        default="latest",
-        choices=["latest", "best"],
-        help="the steering actor evaluated at the end",
+        "--rows", help="also append each finished run's row (with its provenance) to this JSON-lines file"
     )
     parser.add_argument(
         "--noise-check", action="store_true", help="only: each base's success with i.i.d. vs repeated noise"
@@ -224,9 +225,7 @@ def main() -> None:
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
-    # keyed by --which too: a `--which best` pass after a finished grid evaluates the runs' best actors
-    # (the runs themselves are reused) instead of returning their `latest` rows; older rows had only `latest`
-    done = read_results(results_path, ("task", "variant", "seed", "which"), defaults={"which": "latest"})
+    done = read_results(results_path, ("task", "variant", "seed"))
     for task in args.tasks:
         base, demos, base_success = weak_base(
             task, out, args.noise, args.base_steps, args.episodes, args.demos
@@ -244,35 +243,36 @@ def main() -> None:
         )
         for variant in args.variants:
             for seed in args.seeds:
-                if (task, variant, seed, args.which) in done:
+                if (task, variant, seed) in done:
                     continue
                 run = out / task / f"dsrl_{variant}_s{seed}"
+                if variant == "scratch":  # plain SAC from scratch: no base, no demos
+                    algo = ["base=scratch", f"task={task}", "variant=sac"]
+                else:
+                    algo = [f"base={base}", "which=ema", f"variant={variant}"]
+                    algo += [f"offline={demos}"] if variant == "na" else []
+                command = ["scripts.steer", *algo, *steer_budget(args, seed, run), *args.overrides]
                 wall = None  # a run that finished before its results row was written is reused as it is
                 if not (run / "metrics.json").exists():
                     start = time.perf_counter()
-                    if variant == "scratch":  # plain SAC from scratch: no base, no demos
-                        algo = ["base=scratch", f"task={task}", "variant=sac"]
-                    else:
-                        algo = [f"base={base}", "which=ema", f"variant={variant}"]
-                        algo += [f"offline={demos}"] if variant == "na" else []
-                    _run(
-                        ["scripts.steer", *algo, *steer_budget(args, seed, run), *args.overrides],
-                        log_beside(run),
-                    )
+                    # an interrupted run (another session's) continues exactly from its last checkpoint
+                    resume = ["resume=true"] if (run / "checkpoints" / "latest").exists() else []
+                    _run([*command, *resume], log_beside(run))
                     wall = time.perf_counter() - start
                 m = json.loads((run / "metrics.json").read_text())
                 r = _row(task, variant, seed, base_success, run, m, wall or m["wall_time_s"], args)
-                done[(task, variant, seed, args.which)] = r
-                with results_path.open("a") as f:
-                    f.write(json.dumps(r) + "\n")
+                r.update(provenance(["python", "-m", *command], ROOT))
+                done[(task, variant, seed)] = r
+                for path in [results_path, *([Path(args.rows)] if args.rows else [])]:
+                    with path.open("a") as f:
+                        f.write(json.dumps(r) + "\n")
                 print(json.dumps({k: v for k, v in r.items() if k != "history"}), flush=True)
     rows: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in done.values():
-        if r["which"] == args.which:
-            rows[(r["task"], r["variant"])].append(r)
+        rows[(r["task"], r["variant"])].append(r)
     print(
         f"\nSuccess on {args.episodes} unseen episodes (eval seed {EVAL_SEED}); weak DP base vs DSRL-steered "
-        f"({args.which} actor)"
+        "(final actor)"
     )
     print("| task | variant | base | steered (per seed) | mean | env steps | wall min/run |")
     print("|---|---|---|---|---|---|---|")

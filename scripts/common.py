@@ -103,3 +103,32 @@ def read_results(
         {**(defaults or {}), **json.loads(line)} for line in path.read_text().splitlines() if line.strip()
     ]
     return {tuple(r[k] for k in key): r for r in rows}
+
+
+def provenance(command: list[str] | str, cwd: Path | None = None) -> dict[str, Any]:
+    """What a committed results row needs beside its figures: the command, the commit it ran at, the
+    machine and its load (1-minute load average, and the core count it is read against)."""
+    import platform
+    import shlex
+    import subprocess
+
+    where = cwd or Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=where, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        commit += "+dirty" if dirty else ""
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    return {
+        "command": command if isinstance(command, str) else shlex.join(command),
+        "commit": commit,
+        "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "load": round(os.getloadavg()[0], 2),
+    }

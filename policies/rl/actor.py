@@ -21,7 +21,10 @@ def tanh_log_det(u: torch.Tensor) -> torch.Tensor:
 class TanhGaussianActor(nn.Module):
     """π(·|s): u ~ N(μ(s), σ(s)²), output ``scale · tanh(u)``; every output lies strictly inside ±scale.
 
-    ``log_prob`` includes the tanh Jacobian and ``−log(scale)`` per dimension. ``zero_init`` sets the mean
+    ``log_prob`` includes the tanh Jacobian and, with ``scale_in_log_prob`` (default), ``−log(scale)`` per
+    dimension: the density of the scaled output (EXPO's edit over ±β, whose adjusted target entropy counts
+    d·log β). Without it, the density of the unit-box action ``tanh(u)``, as SB3's SAC scores it before
+    rescaling to the action space (DSRL-SAC with ``latent_bound`` M ≠ 1). ``zero_init`` sets the mean
     head to exactly zero, so the deterministic output is 0 at initialisation (DSRL: the base policy's own
     chunk for latent 0).
     """
@@ -36,10 +39,12 @@ class TanhGaussianActor(nn.Module):
         layer_norm: bool = False,
         zero_init: bool = True,
         log_std_init: float = 0.0,
+        scale_in_log_prob: bool = True,
     ) -> None:
         super().__init__()
         self.action_dim = action_dim
         self.scale = float(scale)
+        self.log_scale = math.log(self.scale) if scale_in_log_prob else 0.0
         self.trunk = mlp(obs_dim, list(hidden)[:-1], list(hidden)[-1], act=act, layer_norm=layer_norm)
         self.trunk_act = nn.Sequential(
             nn.LayerNorm(hidden[-1]) if layer_norm else nn.Identity(), activation(act)()
@@ -59,9 +64,9 @@ class TanhGaussianActor(nn.Module):
         return self.mean(h), log_std.exp()
 
     def log_prob_pre_tanh(self, u: torch.Tensor, mu: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
-        """log π(scale·tanh(u)) for pre-tanh samples u: (B, Da) → (B,)."""
+        """log π(scale·tanh(u)) (or of tanh(u): ``scale_in_log_prob``) for pre-tanh samples u: (B, Da) → (B,)."""
         gauss = -0.5 * ((u - mu) / std) ** 2 - std.log() - 0.5 * math.log(2 * math.pi)
-        return (gauss - tanh_log_det(u) - math.log(self.scale)).sum(-1)
+        return (gauss - tanh_log_det(u) - self.log_scale).sum(-1)
 
     def forward(
         self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None

@@ -129,6 +129,7 @@ class DSRL(nn.Module):
             act=cfg.activation,
             layer_norm=True,
             zero_init=True,
+            scale_in_log_prob=False,  # SB3 scores the [-1, 1] action and rescales outside the policy
         )
         self.temperature = Temperature(cfg.init_temperature, cfg.target_entropy)
         if cfg.variant == "na":
@@ -139,18 +140,14 @@ class DSRL(nn.Module):
             self.critic = CriticEnsemble(obs_dim, self.latent_dim, **kw)  # Q(s, w)
         self.critic_target = self.critic.make_target()
         self.bank: ReplayBuffer | None = None
+        # The offline states' bank (``bank_offline``): distillation draws ``offline_share`` of its states there,
+        # the share of the actor's batches that comes from the demonstrations, so Q^W is fitted wherever the
+        # actor's gradient comes from.
+        self.offline_bank: ReplayBuffer | None = None
+        self.offline_share = 0.0
         self._played: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, chunk) of the last action
         if cfg.variant == "na" and cfg.noise_bank > 0:
-            k = cfg.noise_critic_samples
-            self.bank = ReplayBuffer(
-                cfg.noise_bank,
-                {
-                    "features": ((obs_dim,), torch.float32),
-                    "latent": ((k, self.latent_dim), torch.float32),
-                    "executed": ((k, self.exec_dim), torch.float32),
-                },
-                device,
-            )
+            self.bank = ReplayBuffer(cfg.noise_bank, self._bank_spec(), device)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.temperature_opt = torch.optim.Adam(self.temperature.parameters(), lr=cfg.temperature_lr)
@@ -159,6 +156,14 @@ class DSRL(nn.Module):
         self.to(self.device)
         if isinstance(base, nn.Module):
             base.to(self.device)
+
+    def _bank_spec(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        k = self.config.noise_critic_samples
+        return {
+            "features": ((self.obs_dim,), torch.float32),
+            "latent": ((k, self.latent_dim), torch.float32),
+            "executed": ((k, self.exec_dim), torch.float32),
+        }
 
     # ----------------------------------------------------------------------------------------- acting
     def features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -254,10 +259,13 @@ class DSRL(nn.Module):
     def actor_loss(
         self, s: torch.Tensor, alpha: torch.Tensor, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(α·log π(w̃|s) − min Q(s, w̃)).mean() — against Q^W for NA, never Q^A; also returns log π."""
+        """(α·log π(w̃|s) − Q(s, w̃)).mean() — against Q^W for NA, never Q^A; also returns log π.
+
+        The heads are combined as the backup combines them (``backup``: min or mean), as the reference's
+        actor loss reads ``critic_backup_combine_type`` too."""
         w, logp = self.actor(s, generator=generator)
         actor_critic = self.noise_critic if self.config.variant == "na" else self.critic
-        q_pi = actor_critic.reduce(actor_critic(s, w), "min")
+        q_pi = actor_critic.reduce(actor_critic(s, w), self.config.backup)
         return (alpha * logp - q_pi).mean(), logp
 
     def update_noise_critic(
@@ -274,7 +282,13 @@ class DSRL(nn.Module):
         if self.bank is not None:
             if len(self.bank) == 0:
                 return {}
-            rows = self.bank.sample(cfg.batch_size // k, generator)
+            n = cfg.batch_size // k  # states
+            off_bank = self.offline_bank
+            n_off = round(n * self.offline_share) if off_bank is not None else 0
+            rows = self.bank.sample(n - n_off, generator)
+            if off_bank is not None and n_off:  # the actor's offline share of states, from the offline bank
+                off = off_bank.sample(n_off, generator)
+                rows = {name: torch.cat([off[name], rows[name]]) for name in rows}
             s = rows["features"].repeat_interleave(k, dim=0)  # (B, obs_dim)
             w = rows["latent"].flatten(0, 1)  # (B, latent_dim)
             executed = rows["executed"].flatten(0, 1)  # (B, Ta·Da)
@@ -302,21 +316,48 @@ class DSRL(nn.Module):
         self,
         obs: dict[str, torch.Tensor],
         played: tuple[torch.Tensor, torch.Tensor] | None = None,
+        bank: ReplayBuffer | None = None,
+        generator: torch.Generator | None = None,
     ) -> None:
         """Keep K decoded latents per state of ``obs`` in the noise bank: K − 1 from N(0, I) and the played
-        ``(latent (N, latent_dim), executed chunk (N, Ta, Da))``, or K from N(0, I) when none is given."""
-        if self.bank is None:
+        ``(latent (N, latent_dim), executed chunk (N, Ta, Da))``, or K from N(0, I) when none is given.
+
+        ``bank``: where to keep them (default: the online bank). ``generator``: draws the latents (default:
+        the global, checkpointed RNG)."""
+        bank = bank if bank is not None else self.bank
+        if bank is None:
             return
         n = next(iter(obs.values())).shape[0]
         k = self.config.noise_critic_samples - (played is not None)  # Gaussian draws per state
         rep = {key: v.repeat_interleave(k, dim=0) for key, v in obs.items()}
-        w = torch.randn(n * k, self.latent_dim, device=self.device)  # the global (checkpointed) RNG
+        w = torch.randn(n * k, self.latent_dim, generator=generator, device=self.device)
         latent = w.reshape(n, k, -1)  # (N, k, latent_dim)
         executed = self.decode(rep, w).reshape(n, k, -1) if k else w.new_zeros(n, 0, self.exec_dim)
         if played is not None:
             latent = torch.cat([latent, played[0].reshape(n, 1, -1)], dim=1)
             executed = torch.cat([executed, played[1].reshape(n, 1, -1)], dim=1)
-        self.bank.add(features=self.features(obs), latent=latent, executed=executed)
+        bank.add(features=self.features(obs), latent=latent, executed=executed)
+
+    @torch.no_grad()
+    def bank_offline(
+        self, obs: dict[str, torch.Tensor], share: float, seed: int = 0, chunk: int = 256
+    ) -> None:
+        """NA with a noise bank: bank the offline (demonstration) states ``obs`` {key: (N, To, D)}, K latents
+        from N(0, I) each, into a bank of their own that distillation draws ``share`` of its states from.
+
+        Without it Q^W would only be fitted at online states while ``share`` of the actor's batch (its
+        ``offline_ratio``) sits at offline ones. The reference fits Q^W on replay batches, which hold the
+        offline data when it is loaded. Seeded by ``seed``, so the bank is the same on every (re)start.
+        """
+        if self.bank is None or share <= 0:
+            return
+        n = next(iter(obs.values())).shape[0]
+        self.offline_bank = ReplayBuffer(n, self._bank_spec(), self.device)
+        self.offline_share = float(share)
+        gen = torch.Generator(device=self.device).manual_seed(seed)
+        for i in range(0, n, chunk):
+            part = {key: v[i : i + chunk].to(self.device) for key, v in obs.items()}
+            self.bank_states(part, bank=self.offline_bank, generator=gen)
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         """Every optimizer, by name (checkpointed for an exact resume of the learner)."""
@@ -478,6 +519,10 @@ def run_dsrl(
     if offline is not None and agent.config.variant != "na":
         raise ValueError(
             "offline demonstrations need variant=na: DSRL-SAC's critic is over latents, not actions"
+        )
+    if offline is not None:  # Q^W is fitted at the offline states too (the actor trains there)
+        agent.bank_offline(
+            {k: offline[f"obs/{k}"] for k in agent.obs_keys}, cfg.offline_ratio, seed=cfg.seed + 2
         )
     metrics = run_online(agent, env, cfg, out_dir, eval_fn, offline, resume, checkpoint_config)
     # the zero-initialised deterministic actor plays latent 0: initial_success_rate is the base's mode
