@@ -1,33 +1,42 @@
 """IQL critic (Kostrikov et al.): expectile regression of V onto Q, Q regressed onto r + γ·V(s').
 
 Only the critic is learned: V-GPS needs Q(s, a), not IQL's advantage-weighted actor. Never queries Q on
-actions outside the data, so it needs no conservatism term. Reference values: the V-GPS repo's ``lc_iql``
-(expectile 0.7, discount 0.98, LayerNorm critics of (256, 256), target rate 5e-3).
+actions outside the data, so it needs no conservatism term. Follows jaxrl_m's ``gc_iql.py`` with the V-GPS
+``lc_iql`` values (nakamotoo/V-GPS ``experiments/configs/train_config.py``): expectile 0.7, discount 0.98,
+2 critics and V of (256, 256) without LayerNorm, target rate 0.002 for Q *and* V (the TD target reads the
+target V), 2000-step linear LR warm-up, TD loss = mean over heads and batch of (Q − y)² (no ½).
+
+Ours, deliberately: V's step comes first and Q's target then reads the (Polyak-lagged) target V, where the
+reference differentiates both losses at the same parameters.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
 
 from policies.rl import NormalizedCritic, mlp, polyak_update
+from policies.train.trainer import lr_lambda
 
 
 @dataclass
 class IQLConfig:
-    """Every IQL hyper-parameter (configs/algo/iql.yaml mirrors these)."""
+    """Every IQL hyper-parameter; every default is the reference's (V-GPS ``lc_iql``)."""
 
     discount: float = 0.98  # γ per transition (V-GPS: 0.98)
     expectile: float = 0.7  # τ of the expectile loss (0.5 = mean regression; → 1 = max over the data)
-    tau: float = 0.005  # Polyak rate of the target Q
+    tau: float = 0.002  # Polyak rate of the target Q and the target V (lc_iql target_update_rate)
     critic_lr: float = 3e-4
     value_lr: float = 3e-4
+    warmup_steps: int = 2000  # linear LR warm-up of Q and V, from 0
     hidden: list[int] = field(default_factory=lambda: [256, 256])
     num_critics: int = 2
-    activation: str = "relu"
-    layer_norm: bool = True
+    activation: str = "silu"  # jaxrl_m MLP default (nn.swish)
+    layer_norm: bool = False  # jaxrl_m's MLP default (lc_iql sets none)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.expectile < 1.0:
@@ -54,8 +63,11 @@ class IQL(nn.Module):
         self.config = cfg = config or IQLConfig()
         self.critic = critic
         self.value = mlp(critic.obs_dim, cfg.hidden, 1, act=cfg.activation, layer_norm=cfg.layer_norm)
+        self.value_target = copy.deepcopy(self.value).requires_grad_(False)
         self.critic_opt = torch.optim.Adam(critic.q.parameters(), lr=cfg.critic_lr)
         self.value_opt = torch.optim.Adam(self.value.parameters(), lr=cfg.value_lr)
+        self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.warmup_steps, 0))
+        self.value_sched = LambdaLR(self.value_opt, lr_lambda("constant", cfg.warmup_steps, 0))
 
     def update(
         self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None
@@ -71,15 +83,18 @@ class IQL(nn.Module):
         self.value_opt.zero_grad(set_to_none=True)
         value_loss.backward()
         self.value_opt.step()
+        self.value_sched.step()
 
         with torch.no_grad():
-            target = reward + cfg.discount * (1.0 - done) * self.value(s2).squeeze(-1)  # (B,)
+            target = reward + cfg.discount * (1.0 - done) * self.value_target(s2).squeeze(-1)  # (B,)
         q = self.critic.q(s, a)  # (E, B)
-        critic_loss = 0.5 * ((q - target.unsqueeze(0)) ** 2).mean(dim=1).sum()
+        critic_loss = ((q - target.unsqueeze(0)) ** 2).mean()
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_opt.step()
+        self.critic_sched.step()
         polyak_update(self.critic.q_target, self.critic.q, cfg.tau)
+        polyak_update(self.value_target, self.value, cfg.tau)
         return {
             "critic_loss": critic_loss.item(),
             "value_loss": value_loss.item(),
@@ -91,3 +106,7 @@ class IQL(nn.Module):
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         """Every optimizer, by name (checkpointed for an exact resume)."""
         return {"critic": self.critic_opt, "value": self.value_opt}
+
+    def schedulers(self) -> dict[str, torch.optim.lr_scheduler.LRScheduler]:
+        """Every LR schedule, by name (checkpointed for an exact resume)."""
+        return {"critic": self.critic_sched, "value": self.value_sched}

@@ -200,8 +200,10 @@ def train_value(
         learner.load_state_dict(ck.modules["learner"])
         for name, opt in learner.optimizers().items():
             opt.load_state_dict(ck.modules[f"opt_{name}"])
-        if isinstance(learner, CalQL):
-            learner.actor_sched.load_state_dict(ck.modules["actor_sched"])
+        for name, sched in learner.schedulers().items():  # older runs named the actor's "actor_sched"
+            state = ck.modules.get(f"sched_{name}", ck.modules.get(f"{name}_sched"))
+            if state is not None:
+                sched.load_state_dict(state)
         gen.set_state(ck.extra["generator"])
         step = int(ck.extra["step"])
         log.info("resumed %s from step %d", latest, step)
@@ -209,8 +211,7 @@ def train_value(
     def save() -> None:
         modules: dict[str, Any] = {"critic": learner.critic, "learner": learner}
         modules.update({f"opt_{k}": o.state_dict() for k, o in learner.optimizers().items()})
-        if isinstance(learner, CalQL):
-            modules["actor_sched"] = learner.actor_sched.state_dict()
+        modules.update({f"sched_{k}": sc.state_dict() for k, sc in learner.schedulers().items()})
         save_checkpoint(
             latest, modules, _config(learner, algo, meta, step), {"step": step, "generator": gen.get_state()}
         )
