@@ -295,8 +295,9 @@ class DSRL(nn.Module):
         else:
             if obs is None:
                 raise ValueError("update_noise_critic needs obs when there is no noise bank")
-            if k > 1:  # (B/K states) × K latents
-                obs = {key: v[: v.shape[0] // k].repeat_interleave(k, dim=0) for key, v in obs.items()}
+            if k > 1:  # (B/K states) × K latents; every K-th row keeps the batch's offline share (the offline
+                # rows come first in a mixed batch, so its first B/K rows could all be demonstrations)
+                obs = {key: v[::k].repeat_interleave(k, dim=0) for key, v in obs.items()}
             s = self.features(obs)
             w = torch.randn(s.shape[0], self.latent_dim, generator=generator, device=self.device)
             executed = self.decode(obs, w).flatten(1)
@@ -331,7 +332,7 @@ class DSRL(nn.Module):
         k = self.config.noise_critic_samples - (played is not None)  # Gaussian draws per state
         rep = {key: v.repeat_interleave(k, dim=0) for key, v in obs.items()}
         w = torch.randn(n * k, self.latent_dim, generator=generator, device=self.device)
-        latent = w.reshape(n, k, -1)  # (N, k, latent_dim)
+        latent = w.reshape(n, k, self.latent_dim)  # (N, k, latent_dim); k = 0 when K = 1 and one was played
         executed = self.decode(rep, w).reshape(n, k, -1) if k else w.new_zeros(n, 0, self.exec_dim)
         if played is not None:
             latent = torch.cat([latent, played[0].reshape(n, 1, -1)], dim=1)
