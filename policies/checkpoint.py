@@ -9,6 +9,10 @@ A checkpoint is a directory, written atomically, that holds
   flattened: their tensors go to ``<name>.safetensors`` and their non-tensor structure to ``<name>.json``;
 - ``extra.json`` (+ ``extra.safetensors`` when it holds tensors) for the writer's free-form state.
 
+``config.json`` records the SHA-256 of every other file (key ``sha256``), checked at load: bytes damaged on
+disk or in transfer fail at once with the file's name instead of loading as NaN weights that fail much later.
+Checkpoints written before checksums existed (no ``sha256`` key) still load, unchecked.
+
 Nothing is pickled, so loading a checkpoint can never execute code. A save writes into a temporary
 directory beside the target, fsyncs every file and the directory, then swaps it in with one atomic
 ``renameat2(RENAME_EXCHANGE)`` (Linux), or, where that is missing, two renames whose interrupted state
@@ -139,23 +143,25 @@ def _fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def _write_bytes(path: Path, data: bytes) -> None:
+def _write_bytes(path: Path, data: bytes) -> str:
+    """Write and fsync ``data``; return its SHA-256 hex digest (recorded in config.json, checked at load)."""
     with open(path, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+    return hashlib.sha256(data).hexdigest()
 
 
-def _write_json(path: Path, obj: Any) -> None:
-    _write_bytes(path, (json.dumps(obj, indent=2, allow_nan=True) + "\n").encode())
+def _write_json(path: Path, obj: Any) -> str:
+    return _write_bytes(path, (json.dumps(obj, indent=2, allow_nan=True) + "\n").encode())
 
 
 def _write_tensors(
     path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None
-) -> None:
+) -> str:
     # Clone so tied/shared storages (which safetensors refuses) become independent tensors.
     tensors = {k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
-    _write_bytes(path, safetensors.torch.save(tensors, metadata=metadata))
+    return _write_bytes(path, safetensors.torch.save(tensors, metadata=metadata))
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -213,6 +219,7 @@ def save_checkpoint(
     tmp.mkdir()
     try:
         files: dict[str, dict[str, Any]] = {}
+        digests: dict[str, str] = {}  # file name -> SHA-256 of its bytes
         for name, obj in modules.items():
             if name in _RESERVED or not name or "/" in name or name.startswith("."):
                 raise ValueError(f"invalid checkpoint module name {name!r} (reserved: {sorted(_RESERVED)})")
@@ -223,9 +230,9 @@ def save_checkpoint(
             else:
                 tensors = {}
                 skeleton = _flatten(state, "", tensors)
-                _write_json(tmp / f"{name}.json", skeleton)
                 entry["structure"] = f"{name}.json"
-            _write_tensors(tmp / entry["file"], tensors)
+                digests[entry["structure"]] = _write_json(tmp / entry["structure"], skeleton)
+            digests[entry["file"]] = _write_tensors(tmp / entry["file"], tensors)
             entry["num_tensors"] = len(tensors)
             entry["num_elements"] = int(sum(t.numel() for t in tensors.values()))
             files[name] = entry
@@ -238,10 +245,13 @@ def save_checkpoint(
         if extra is not None:
             tensors = {}
             skeleton = _flatten(dict(extra), "", tensors)
-            _write_json(tmp / f"{EXTRA_NAME}.json", skeleton)
+            digests[f"{EXTRA_NAME}.json"] = _write_json(tmp / f"{EXTRA_NAME}.json", skeleton)
             if tensors:
-                _write_tensors(tmp / f"{EXTRA_NAME}.safetensors", tensors)
+                digests[f"{EXTRA_NAME}.safetensors"] = _write_tensors(
+                    tmp / f"{EXTRA_NAME}.safetensors", tensors
+                )
             cfg["extra"] = {"structure": f"{EXTRA_NAME}.json", "tensors": bool(tensors)}
+        cfg["sha256"] = digests
         # config.json last: a directory with a config.json lists only files that were fully written.
         _write_json(tmp / CONFIG_FILE, cfg)
         _fsync_path(tmp)
@@ -266,19 +276,33 @@ def save_checkpoint(
 # Loading.
 
 
-def _read_json(path: Path, what: str) -> Any:
+def _verify(path: Path, expected: str | None) -> None:
+    """Compare the SHA-256 of ``path`` with the digest recorded in config.json, when one is."""
+    if expected is None:  # written before checksums were recorded
+        return
+    with open(path, "rb") as f:
+        actual = hashlib.file_digest(f, "sha256").hexdigest()
+    if actual != expected:
+        raise CheckpointError(
+            f"{path}: checksum mismatch (sha256 {actual[:12]}..., config.json records {expected[:12]}...): "
+            "the file is corrupt or was changed after it was saved"
+        )
+
+
+def _read_json(path: Path, what: str, sha256: str | None = None) -> Any:
+    if not path.is_file():
+        raise CheckpointError(f"{path}: missing {what}")
+    _verify(path, sha256)
     try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: missing {what}") from None
-    except json.JSONDecodeError as e:
+        return json.loads(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{path}: {what} is not valid JSON ({e})") from None
 
 
-def _read_tensors(path: Path, what: str) -> dict[str, torch.Tensor]:
+def _read_tensors(path: Path, what: str, sha256: str | None = None) -> dict[str, torch.Tensor]:
     if not path.is_file():
         raise CheckpointError(f"{path}: missing {what} (listed in config.json)")
+    _verify(path, sha256)
     try:
         return safetensors.torch.load_file(str(path))
     except Exception as e:  # safetensors raises its own error types for truncated/corrupt files
@@ -309,6 +333,8 @@ def read_checkpoint_config(path: str | os.PathLike) -> dict[str, Any]:
         )
     if not isinstance(cfg.get("modules"), dict):
         raise CheckpointError(f"{path / CONFIG_FILE}: key 'modules' is missing or not an object")
+    if not isinstance(cfg.get("sha256", {}), dict):
+        raise CheckpointError(f"{path / CONFIG_FILE}: key 'sha256' is not an object of file -> digest")
     return cfg
 
 
@@ -317,6 +343,7 @@ def load_checkpoint(path: str | os.PathLike, names: Iterable[str] | None = None)
     path = _resolve_dir(Path(path))
     cfg = read_checkpoint_config(path)
     available = cfg["modules"]
+    sums = cfg.get("sha256", {})  # absent in checkpoints written before checksums: loaded unchecked
     wanted = list(available) if names is None else list(names)
     modules: dict[str, Any] = {}
     for name in wanted:
@@ -325,17 +352,23 @@ def load_checkpoint(path: str | os.PathLike, names: Iterable[str] | None = None)
                 f"{path / CONFIG_FILE}: no module {name!r} in 'modules'; available: {sorted(available)}"
             )
         entry = available[name]
-        tensors = _read_tensors(path / entry["file"], f"{name} weights")
+        tensors = _read_tensors(path / entry["file"], f"{name} weights", sums.get(entry["file"]))
         if "structure" in entry:
-            skeleton = _read_json(path / entry["structure"], f"{name} structure")
+            skeleton = _read_json(
+                path / entry["structure"], f"{name} structure", sums.get(entry["structure"])
+            )
             modules[name] = _unflatten(skeleton, tensors)
         else:
             modules[name] = tensors
     extra: dict[str, Any] = {}
     if "extra" in cfg:
-        skeleton = _read_json(path / cfg["extra"]["structure"], "extra state")
+        skeleton = _read_json(
+            path / cfg["extra"]["structure"], "extra state", sums.get(cfg["extra"]["structure"])
+        )
         tensors = (
-            _read_tensors(path / f"{EXTRA_NAME}.safetensors", "extra tensors")
+            _read_tensors(
+                path / f"{EXTRA_NAME}.safetensors", "extra tensors", sums.get(f"{EXTRA_NAME}.safetensors")
+            )
             if cfg["extra"]["tensors"]
             else {}
         )

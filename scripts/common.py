@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,28 @@ def start_run(cfg: DictConfig) -> Path:
 
         seed_everything(int(cfg.seed))
     return run_dir
+
+
+@contextmanager
+def exit_codes(command: str) -> Iterator[None]:
+    """DESIGN.md's exit statuses for the project's own errors, as one line on stderr without a traceback.
+
+    A bad dataset or checkpoint file (``DatasetError``, ``CheckpointError``: a user error) exits 2; a NaN/inf
+    loss, gradient or weight (``NonFiniteError``: a runtime fault) exits 1. Anything else propagates. One place,
+    so every command that reads datasets or checkpoints reports them the same way.
+    """
+    from policies.checkpoint import CheckpointError
+    from policies.data.errors import DatasetError
+    from policies.train.guard import NonFiniteError
+
+    try:
+        yield
+    except (DatasetError, CheckpointError) as err:
+        print(f"{command}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except NonFiniteError as err:
+        print(f"{command}: runtime fault: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from policies.data import DatasetError, DemoFile, open_dataset
@@ -47,19 +46,6 @@ def info_text(demos: DemoFile) -> str:
     return _table(rows)
 
 
-def deep_check(demos: DemoFile) -> None:
-    """Read every episode's arrays: corrupt chunks and non-finite floats become DatasetErrors."""
-    for name in demos.demo_names:
-        ep = demos.episode(name)
-        arrays = {"actions": ep["actions"], **{f"obs/{k}": v for k, v in ep["obs"].items()}}
-        for label, arr in arrays.items():
-            if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-                bad = int(np.argwhere(~np.isfinite(arr))[0][0])
-                raise DatasetError(
-                    f"{demos.path}: data/{name}/{label} holds a non-finite value at step {bad} (expected finite)"
-                )
-
-
 def render_videos(demos: DemoFile, episode: int | str, out: Path, key: str | None, fps: int) -> list[Path]:
     """Write episode ``episode``'s image obs as mp4 files (one per image key); returns their paths."""
     import imageio.v2 as imageio
@@ -77,7 +63,7 @@ def render_videos(demos: DemoFile, episode: int | str, out: Path, key: str | Non
             f"{demos.path}: the dataset has no image obs keys (obs keys: {demos.obs_keys}); nothing to render. "
             f"Collect with obs=image or obs=state+image to record camera frames."
         )
-    ep = demos.episode(episode, image_keys)
+    ep = demos.episode(episode, image_keys, check=False)  # frames only: render even a damaged file
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for k in image_keys:
@@ -110,7 +96,7 @@ def run(cfg: DictConfig) -> int:
                 print(info_text(demos))
             elif cmd == "validate":
                 if cfg.get("deep", True):
-                    deep_check(demos)
+                    demos.deep_check()
                 print(f"valid: {path} ({demos.num_episodes} episodes, {demos.total_steps} steps)")
             else:
                 out = Path(str(cfg.out)) if cfg.get("out") else path.parent / "videos"

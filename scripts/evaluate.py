@@ -16,7 +16,7 @@ import numpy as np
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from scripts.common import CONFIG_DIR, format_table, start_run, write_metrics
+from scripts.common import CONFIG_DIR, exit_codes, format_table, start_run, write_metrics
 
 POLICY_CHOICES = ("checkpoint", "expert", "replay")
 
@@ -214,12 +214,15 @@ def _main(cfg: DictConfig) -> None:
             f"policy={cfg.policy.name!r} is not valid for robosteer-eval: expected one of {POLICY_CHOICES}"
         )
     run_dir = start_run(cfg)
-    if cfg.policy.name == "replay":
-        if not cfg.dataset:
-            raise SystemExit("policy=replay needs dataset=<file.hdf5>, e.g. dataset=runs/demos/demos.hdf5")
-        metrics = replay_dataset(str(cfg.dataset), cfg.episodes, progress=bool(cfg.progress))
-    else:
-        metrics = evaluate_policy(cfg, run_dir)
+    with exit_codes("robosteer-eval"):  # bad dataset/checkpoint: 2
+        if cfg.policy.name == "replay":
+            if not cfg.dataset:
+                raise SystemExit(
+                    "policy=replay needs dataset=<file.hdf5>, e.g. dataset=runs/demos/demos.hdf5"
+                )
+            metrics = replay_dataset(str(cfg.dataset), cfg.episodes, progress=bool(cfg.progress))
+        else:
+            metrics = evaluate_policy(cfg, run_dir)
     metrics["policy"] = cfg.policy.name
     write_metrics(run_dir, metrics)
     lo, hi = metrics["success_ci95"]

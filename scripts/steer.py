@@ -13,7 +13,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from scripts.common import CONFIG_DIR, atomic_write_text, format_table, start_run, write_metrics
+from scripts.common import CONFIG_DIR, atomic_write_text, exit_codes, format_table, start_run, write_metrics
 
 ALGOS = ("dsrl", "expo")
 
@@ -226,7 +226,8 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 @hydra.main(config_path=CONFIG_DIR, config_name="steer", version_base=None)
 def _main(cfg: DictConfig) -> None:
     run_dir = start_run(cfg)
-    metrics = steer(cfg, run_dir)
+    with exit_codes("robosteer-steer"):  # bad dataset/checkpoint: 2; NaN loss: 1
+        metrics = steer(cfg, run_dir)
     write_metrics(run_dir, metrics)
     print(
         format_table(

@@ -23,7 +23,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from scripts.common import CONFIG_DIR, atomic_write_text, format_table, write_metrics
+from scripts.common import CONFIG_DIR, atomic_write_text, exit_codes, format_table, write_metrics
 
 log = logging.getLogger("robosteer.train")
 
@@ -241,7 +241,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
 @hydra.main(config_path=CONFIG_DIR, config_name="train", version_base=None)
 def _main(cfg: DictConfig) -> None:
-    metrics = run(cfg)
+    with exit_codes("robosteer-train"):  # bad dataset/checkpoint: 2; NaN loss or gradient: 1
+        metrics = run(cfg)
     if int(os.environ.get("RANK", "0")) != 0:
         return
     row = {

@@ -19,7 +19,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from scripts.common import CONFIG_DIR, format_table, start_run, write_metrics
+from scripts.common import CONFIG_DIR, exit_codes, format_table, start_run, write_metrics
 
 log = logging.getLogger("robosteer.value")
 SCORES = ("first", "chunk")
@@ -120,7 +120,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
 @hydra.main(config_path=CONFIG_DIR, config_name="value", version_base=None)
 def _main(cfg: DictConfig) -> None:
-    m = run(cfg)
+    with exit_codes("robosteer-value"):  # bad dataset/checkpoint: 2; NaN loss: 1
+        m = run(cfg)
     row = {
         "algo": m["algo"],
         "steps": m["steps"],

@@ -34,6 +34,10 @@ from policies.data.stats import RunningStats
 DEMO_RE = re.compile(r"^demo_(\d+)$")
 ACTION_KEY = "action"  # the stats/batch key of the "actions" dataset
 PARTIAL_SUFFIX = ".partial"
+# The largest magnitude a stored float may have; anything beyond is corruption, not data. Its square (a
+# variance, an MSE term) must stay finite in float32 (max ~3.4e38, whose square root is ~1.8e19), with room
+# for sums of squares: robot observations, actions, rewards and simulator states lie many orders below.
+MAX_ABS_VALUE = 1e18
 
 
 # --------------------------------------------------------------------------------------------------- helpers
@@ -66,6 +70,33 @@ def _read_attr(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def check_values(arr: np.ndarray, where: str) -> None:
+    """Raise a :class:`DatasetError` at the first bad value of ``arr`` (``where`` names file, demo and key).
+
+    Why: one NaN in one action used to train to the end and write a NaN checkpoint. Float arrays must be
+    finite with ``|x| <= MAX_ABS_VALUE`` (random bytes in a file read as NaN or 1e307); ``dones`` must be 0/1.
+    Integer and image (uint8) arrays cannot hold non-finite values and are not scanned.
+    """
+    arr = np.asarray(arr)
+    if where.endswith("/dones"):
+        bad = ~np.isin(arr, (0, 1))
+        expected = "expected 0 or 1"
+    elif arr.dtype.kind == "f":
+        bad = ~(np.abs(arr) <= MAX_ABS_VALUE)  # NaN compares False: caught with inf and out-of-range values
+        expected = f"expected finite values with |x| <= {MAX_ABS_VALUE:.0e}"
+    else:
+        return
+    if not bad.any():
+        return
+    idx = tuple(int(i) for i in np.argwhere(bad)[0])
+    value = arr[idx].item()
+    kind = "a non-finite" if isinstance(value, float) and not np.isfinite(value) else "an out-of-range"
+    raise DatasetError(
+        f"{where} holds {kind} value at step {idx[0]}, index [{', '.join(map(str, idx))}] ({value!r}); "
+        f"{expected} ({int(bad.sum())} bad values in all)"
+    )
 
 
 def _datasets_under(group: h5py.Group) -> dict[str, h5py.Dataset]:
@@ -543,9 +574,15 @@ class DemoFile:
                 raise self._err(f"obs key {key!r} not found in data/<demo>/obs{hint(key, self._obs_spec)}")
         return list(keys)
 
-    def episode(self, index_or_name: int | str, obs_keys: Sequence[str] | None = None) -> dict[str, Any]:
+    def episode(
+        self, index_or_name: int | str, obs_keys: Sequence[str] | None = None, *, check: bool = True
+    ) -> dict[str, Any]:
         """One episode as numpy: ``{"name", "obs": {key: (T, ...)}, "next_obs", "actions": (T, A),
-        "rewards": (T,), "dones": (T,), "states": (T, S) or None, "attrs": {...}}``."""
+        "rewards": (T,), "dones": (T,), "states": (T, S) or None, "attrs": {...}}``.
+
+        Every array read is deep-checked (:func:`check_values`), so every command that reads a dataset
+        (train, value, steer, eval replay, validate) refuses a NaN or corrupt value, naming file, demo,
+        key and index, before it trains on it. ``check=False`` skips that (inspection tools only)."""
         name = self.demo_name(index_or_name)
         keys = self.check_obs_keys(obs_keys) if obs_keys is not None else self.obs_keys
         g = self._file["data"][name]
@@ -562,7 +599,20 @@ class DemoFile:
             }
         except (OSError, KeyError) as err:  # corrupt chunks / unreadable data inside a valid structure
             raise self._err(f"data/{name} could not be read ({err}); the file may be corrupt") from err
+        if not check:
+            return out
+        for group in ("obs", "next_obs"):
+            for k, arr in (out[group] or {}).items():
+                check_values(arr, f"{self.path}: data/{name}/{group}/{k}")
+        for key in ("actions", "rewards", "dones", "states"):
+            if out[key] is not None:
+                check_values(out[key], f"{self.path}: data/{name}/{key}")
         return out
+
+    def deep_check(self) -> None:
+        """Read every array of every demo (``validate``): corrupt chunks and bad values raise DatasetErrors."""
+        for name in self._names:
+            self.episode(name)
 
     def episodes(
         self, names: Sequence[str] | None = None, obs_keys: Sequence[str] | None = None

@@ -269,6 +269,7 @@ def run_online(
     from policies.checkpoint import load_checkpoint, save_checkpoint
     from policies.rl import ReplayBuffer, sample_mixed
     from policies.rl.offline import shaped_chunk_reward
+    from policies.train.guard import check_finite, check_finite_weights, losses
     from policies.train.trainer import get_rng_state, set_rng_state
 
     out = Path(out_dir)
@@ -296,6 +297,8 @@ def run_online(
     best: dict[str, float] = {"success_rate": -1.0, "env_steps": 0}
     ckpt_dir = out / "checkpoints" / "latest"
     config = {"kind": learner.kind, **learner.get_config(), **(checkpoint_config or {})}
+    last_good: dict[str, Any] = {"checkpoint": None, "checkpoint_step": None, "unit": "env step"}
+    what = f"steering ({learner.kind})"  # names the run in a non-finite error
     if resume and ckpt_dir.exists():
         ck = load_checkpoint(ckpt_dir)
         learner.load_state_dict(ck.modules["agent"])
@@ -307,6 +310,7 @@ def run_online(
         history = list(ck.extra["history"])
         best.update(ck.extra.get("best", {}))
         set_rng_state(ck.extra["rng"])
+        last_good.update(checkpoint=ckpt_dir, checkpoint_step=int(counters["env_steps"]))
         saved = torch.as_tensor(ck.extra["generator"], dtype=torch.uint8)
         if saved.numel() == gen.get_state().numel():
             gen.set_state(saved)
@@ -321,6 +325,8 @@ def run_online(
             gen.manual_seed(cfg.seed + 7919 * int(counters["transitions"]))
 
     def save() -> None:
+        # never write NaN weights (a NaN gradient step whose loss was still finite)
+        check_finite_weights(learner.named_parameters(), step=counters["env_steps"], what=what, **last_good)
         modules: dict[str, Any] = {"agent": learner.state_dict(), "buffer": buffer.state_dict()}
         modules.update({f"opt_{n}": o.state_dict() for n, o in learner.optimizers().items()})
         modules.update(learner.extra_state())
@@ -332,6 +338,7 @@ def run_online(
             "generator": gen.get_state(),
         }
         save_checkpoint(ckpt_dir, modules, config, extra=extra)
+        last_good.update(checkpoint=ckpt_dir, checkpoint_step=int(counters["env_steps"]))
 
     def evaluate() -> None:
         if eval_fn is None:
@@ -415,6 +422,8 @@ def run_online(
             n_updates = int(counters["pending_updates"])
             counters["pending_updates"] -= n_updates
             info_acc.update(learner.learn(n_updates, num_envs, sample, gen))
+            # a NaN/inf loss stops the run here, before any save: checkpoints/latest stays the last good one
+            check_finite(losses(info_acc), step=counters["env_steps"], what=what, **last_good)
             counters["updates"] += n_updates
 
         if counters["env_steps"] >= next_log:

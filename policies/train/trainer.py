@@ -34,6 +34,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
 from policies.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from policies.train.ema import EMAModel
+from policies.train.guard import NonFiniteError, check_finite
 
 log = logging.getLogger(__name__)
 
@@ -289,6 +290,7 @@ class Trainer:
         self._elapsed_before = 0.0  # wall time of earlier sessions of this run (resume)
         self._eval_count = 0
         self._pending: dict[str, Any] = {}
+        self._saved_step: int | None = None  # step of the checkpoints/latest on disk (the last good one)
 
     # ------------------------------------------------------------------ paths
     @property
@@ -389,6 +391,7 @@ class Trainer:
         self.optimizer.load_state_dict(ckpt.modules["optimizer"])
         self.lr_scheduler.load_state_dict(ckpt.modules["lr_scheduler"])
         self.step = int(extra["step"])
+        self._saved_step = self.step
         self._elapsed_before = float(extra.get("elapsed_s", 0.0))
         self._eval_count = int(extra.get("eval_count", 0))
         b = extra.get("best") or {}
@@ -445,6 +448,27 @@ class Trainer:
             self._write_latest(elapsed, rng)
         if self.world_size > 1:
             dist.barrier()  # no rank may go on (e.g. resume) before the checkpoint is in place
+        self._saved_step = self.step
+
+    def _check_update(self, loss: torch.Tensor, grad_norm: torch.Tensor, info: Mapping[str, Any]) -> None:
+        """Stop before the optimizer step when the loss or gradient norm is NaN/inf (all ranks agree)."""
+        ok = torch.isfinite(loss.detach()) & torch.isfinite(grad_norm)
+        if self.world_size > 1:  # one rank's NaN must stop every rank, or the others hang in a collective
+            bad = (~ok).to(torch.int32).reshape(1)
+            dist.all_reduce(bad, op=dist.ReduceOp.MAX)
+            ok = bad == 0
+        if bool(ok.all()):
+            return
+        values = {"loss": loss, "grad_norm": grad_norm}
+        values.update({f"info.{k}": v for k, v in (info or {}).items() if _scalar(v) is not None})
+        latest = self.ckpt_dir / "latest"
+        check_finite(
+            values, step=self.step + 1, what="training", checkpoint=latest, checkpoint_step=self._saved_step
+        )
+        raise NonFiniteError(  # finite on this rank: another rank's loss or gradient was not
+            f"training: non-finite loss or gradient norm on another rank at step {self.step + 1}; "
+            f"stopped without saving (the last good {latest}: step {self._saved_step})"
+        )
 
     def _write_latest(self, elapsed: float, rng: list[Any]) -> None:
         modules: dict[str, Any] = {"model": self.policy}
@@ -582,6 +606,7 @@ class Trainer:
                 loss, info = self.model(batch)
                 loss.backward()
                 grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
+                self._check_update(loss, grad_norm, info)  # raises before a NaN step reaches the weights
                 self.optimizer.step()
                 self.lr_scheduler.step()
                 if self.ema is not None:
@@ -639,6 +664,10 @@ class Trainer:
             if self.world_size > 1:
                 raise
             log.warning("interrupted at step %d: saving checkpoints/latest", self.step)
+        except NonFiniteError:
+            if writer is not None:
+                writer.close()
+            raise  # never save after the fault: checkpoints/latest stays the last good one
         finally:
             if pbar is not None:
                 pbar.close()
@@ -734,6 +763,7 @@ def train(
 __all__ = [
     "EMAModel",
     "InfiniteSampler",
+    "NonFiniteError",
     "TrainConfig",
     "Trainer",
     "get_rng_state",

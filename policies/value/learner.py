@@ -24,6 +24,7 @@ import torch
 from policies.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from policies.data import compute_stats, open_dataset
 from policies.rl import NormalizedCritic, ReplayBuffer, chunk_transitions
+from policies.train.guard import check_finite, check_finite_weights, losses
 from policies.value.calql import CalQL, CalQLConfig
 from policies.value.iql import IQL, IQLConfig
 
@@ -191,6 +192,8 @@ def train_value(
     meta = dict(meta or {})
     gen = torch.Generator().manual_seed(seed)
     step = 0
+    saved: int | None = None  # step of the checkpoints/latest on disk: the last good one
+    what = f"value learning ({algo})"  # names the run in a non-finite error
     if latest.exists() and not resume:
         raise FileExistsError(
             f"{latest} already exists: pass resume=true to continue that run, or choose another out="
@@ -205,16 +208,21 @@ def train_value(
             if state is not None:
                 sched.load_state_dict(state)
         gen.set_state(ck.extra["generator"])
-        step = int(ck.extra["step"])
+        step = saved = int(ck.extra["step"])
         log.info("resumed %s from step %d", latest, step)
 
     def save() -> None:
+        nonlocal saved
+        check_finite_weights(  # never write NaN weights (a NaN gradient step with a finite loss)
+            learner.named_parameters(), step=step, what=what, checkpoint=latest, checkpoint_step=saved
+        )
         modules: dict[str, Any] = {"critic": learner.critic, "learner": learner}
         modules.update({f"opt_{k}": o.state_dict() for k, o in learner.optimizers().items()})
         modules.update({f"sched_{k}": sc.state_dict() for k, sc in learner.schedulers().items()})
         save_checkpoint(
             latest, modules, _config(learner, algo, meta, step), {"step": step, "generator": gen.get_state()}
         )
+        saved = step
 
     writer = SummaryWriter(str(out / "tb"), purge_step=step if step else None)
     t0 = time.perf_counter()
@@ -225,6 +233,7 @@ def train_value(
         while step < steps:
             info = learner.update(buffer.sample(batch_size, gen), gen)
             step += 1
+            check_finite(losses(info), step=step, what=what, checkpoint=latest, checkpoint_step=saved)
             for k, v in info.items():
                 window.setdefault(k, []).append(v)
             if step % log_every == 0 or step == steps:

@@ -83,6 +83,38 @@ def test_validate_deep_finds_non_finite_values(make_dataset, capsys):
     assert "data/demo_0/actions holds a non-finite value at step 2" in capsys.readouterr().err
 
 
+def test_validate_finds_random_bytes_written_into_states(tmp_path, capsys):
+    """4 KB of random bytes in the middle of a file, inside demo_1's states (NaN and 1e307 among them), used to
+    report "valid": every array is now checked, and the report names file, demo, key and index."""
+    from policies.data import DatasetWriter
+
+    path = tmp_path / "demos.hdf5"
+    rng = np.random.default_rng(0)
+    with DatasetWriter(path, {"env_name": "push-v3"}) as w:
+        for _ in range(3):
+            w.add_episode(
+                {"state": rng.standard_normal((64, 4)).astype(np.float32)},
+                rng.uniform(-1, 1, (64, 4)).astype(np.float32),
+                np.zeros(64, np.float32),
+                np.zeros(64, np.uint8),
+                states=rng.standard_normal((64, 16)),  # (T, S) float64: 8 KB per demo
+            )
+    assert run(_cfg("cmd=validate", f"path={path}")) == 0
+    with h5py.File(path, "r") as f:
+        offset = f["data/demo_1/states"].id.get_offset()  # contiguous data in the middle of the file
+    size = path.stat().st_size
+    assert 0.2 * size < offset < 0.8 * size
+    raw = bytearray(path.read_bytes())
+    noise = rng.integers(0, 256, 4096, dtype=np.uint8)
+    raw[offset + 512 : offset + 512 + 4096] = noise.tobytes()
+    path.write_bytes(bytes(raw))
+    capsys.readouterr()
+    assert run(_cfg("cmd=validate", f"path={path}")) == 1
+    err = capsys.readouterr().err
+    assert "INVALID" in err and str(path) in err and "data/demo_1/states holds" in err, err
+    assert re.search(r"at step 4, index \[4, \d+\]", err), err  # byte 512 = row 4 of 16 float64s
+
+
 def test_video_renders_image_episode(make_dataset, tmp_path, capsys):
     path = make_dataset(lengths=(5, 7), images=True)
     out = tmp_path / "vids"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -196,3 +197,67 @@ def test_state_dict_hash_detects_any_change():
     assert state_dict_hash(m2) == state_dict_hash(m)
     m2.obs_scale.fill_(1.0)  # buffers count too
     assert state_dict_hash(m2) != state_dict_hash(m)
+
+
+def _weights_checkpoint(path):
+    """A checkpoint whose weights file is ~256 KB (room for 64 KB of damage), with nested and extra state."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(256, 256)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.randn(2, 256)).sum().backward()
+    opt.step()
+    modules = {"model": model, "optimizer": opt.state_dict()}
+    return save_checkpoint(path, modules, _policy_config(), {"step": 3, "t": torch.ones(4)}), model
+
+
+def test_corrupted_weights_file_fails_at_load_naming_the_file(tmp_path):
+    """64 KB of 0xff inside a safetensors file used to load (as NaN weights) and fail much later."""
+    path, model = _weights_checkpoint(tmp_path / "ck")
+    cfg = json.loads((path / "config.json").read_text())
+    assert set(cfg["sha256"]) == {
+        "model.safetensors",
+        "optimizer.safetensors",
+        "optimizer.json",
+        "extra.json",
+        "extra.safetensors",
+    }
+    assert all(len(d) == 64 for d in cfg["sha256"].values())
+    assert torch.equal(load_checkpoint(path).modules["model"]["weight"], model.weight.detach())
+
+    weights = path / "model.safetensors"
+    raw = bytearray(weights.read_bytes())
+    raw[65536 : 2 * 65536] = b"\xff" * 65536  # inside the weight matrix: a valid header, NaN values
+    weights.write_bytes(bytes(raw))
+    assert torch.isnan(safetensors.torch.load_file(str(weights))["weight"]).any()  # what used to load
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(path)
+    msg = str(info.value)
+    assert str(weights) in msg and "checksum mismatch" in msg, msg
+    assert cfg["sha256"]["model.safetensors"][:12] in msg  # expected digest prefix, and the actual one
+    opt_file = path / "optimizer.safetensors"
+    raw = bytearray(opt_file.read_bytes())
+    raw[-1] ^= 0xFF
+    opt_file.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match=r"optimizer\.safetensors: checksum mismatch"):
+        load_checkpoint(path, ["optimizer"])
+
+
+@pytest.mark.parametrize("name", ["optimizer.json", "extra.json", "extra.safetensors"])
+def test_every_file_of_a_checkpoint_is_checked(tmp_path, name):
+    path, _ = _weights_checkpoint(tmp_path / "ck")
+    f = path / name
+    raw = bytearray(f.read_bytes())
+    raw[-2] ^= 0x01  # one byte changed: the checksum is checked before the file is parsed
+    f.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match=rf"{re.escape(name)}: checksum mismatch"):
+        load_checkpoint(path)
+
+
+def test_checkpoint_without_recorded_checksums_still_loads(tmp_path):
+    """Checkpoints written before checksums existed have no 'sha256' key: they load, unchecked."""
+    path, model = _weights_checkpoint(tmp_path / "ck")
+    cfg = json.loads((path / "config.json").read_text())
+    del cfg["sha256"]
+    (path / "config.json").write_text(json.dumps(cfg))
+    loaded = load_checkpoint(path)
+    assert torch.equal(loaded.modules["model"]["weight"], model.weight.detach()) and loaded.extra["step"] == 3
