@@ -76,7 +76,8 @@ class PolicyClient:
             raise PolicyConnectionError(
                 f"cannot connect to policy server {url}: {type(e).__name__}: {e}"
             ) from e
-        hello = {"type": "hello", "version": int(version), "token": token}
+        # a config may hand over a number (token=1234): the server compares strings
+        hello = {"type": "hello", "version": int(version), "token": None if token is None else str(token)}
         reply = self._roundtrip(hello, expect="hello_ok")
         self.metadata: dict[str, Any] = dict(reply["policy"])
         self.shape_meta: dict[str, Any] = self.metadata["shape_meta"]

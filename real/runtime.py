@@ -190,7 +190,6 @@ class ControlLoop:
         ``arrays`` for the recorder. Raises :class:`DeployError` (with ``episode`` attached) on a fault."""
         cfg, robot, safety = self.cfg, self.robot, self.safety
         safety.reset()
-        self.policy.reset()
         rec = _Recording()
         stats: dict[str, Any] = {"chunks": 0, "stale_dropped": 0, "held_ticks": 0, "rejected_chunks": 0}
         infer_ms: list[float] = []
@@ -211,7 +210,7 @@ class ControlLoop:
             # agree (a fresh sample per chunk can switch between modes of a multimodal policy mid-motion).
             rng = np.random.default_rng(None if seed is None else [int(seed), 7])
             noise = rng.standard_normal((1, *self.policy.noise_shape)).astype(np.float32)  # (1, Tp, Da)
-        ob = robot.reset(seed)
+        ob: Observation | None = None
         t0 = time.time()
         max_steps = int(cfg.max_steps or 1000)
         tick = 0
@@ -227,9 +226,10 @@ class ControlLoop:
         def summary() -> dict[str, Any]:
             return {
                 "seed": seed,
+                "started": ob is not None,  # False: the reset failed, nothing ran
                 "success": success,
                 "status": status,
-                "steps": int(ob.info.get("step", tick)),
+                "steps": int(ob.info.get("step", tick)) if ob is not None else 0,
                 "ticks": tick,
                 "lead_ticks": lead,
                 "infer_ms_mean": float(np.mean(infer_ms)) if infer_ms else None,
@@ -249,6 +249,17 @@ class ControlLoop:
             )
             err.__cause__ = cause
             return err
+
+        # Between episodes the policy server or the robot link can fail too: the same contract as mid-episode.
+        try:
+            self.policy.reset()
+        except Exception as e:
+            raise abort(f"policy reset failed ({type(e).__name__}: {e})", e) from e
+        try:
+            ob = robot.reset(seed)
+        except Exception as e:
+            raise abort(f"robot reset failed ({type(e).__name__}: {e})", e) from e
+        t0 = time.time()
 
         try:
             for tick in range(max_steps):
@@ -411,15 +422,31 @@ def run_episodes(
             ep = loop.run_episode(seeds[i])
         except DeployError as e:
             ep, error = dict(e.episode or {}), str(e)
+        except Exception as e:  # anything run_episode did not turn into a DeployError: same contract
+            with contextlib.suppress(Exception):
+                loop.robot.stop()
+            ep = {"seed": seeds[i], "started": False, "success": False, "status": "error", "steps": 0}
+            error = f"episode seed={seeds[i]} failed: {type(e).__name__}: {e}; the arm was stopped"
         arrays = ep.pop("arrays", None)
         if writer is not None and arrays is not None:
             attrs = {k: v for k, v in ep.items() if v is not None and not isinstance(v, dict | list)}
-            ep["demo"] = writer.add_episode(**arrays, attrs=attrs)
-        results.append(ep)
+            try:
+                ep["demo"] = writer.add_episode(**arrays, attrs=attrs)
+            except Exception as e:  # a full disk: stop here rather than run episodes nobody records
+                error = error or f"recording episode seed={seeds[i]} failed: {type(e).__name__}: {e}"
+        if ep.get("started", True):  # an episode whose reset failed is reported by ``error``, not counted
+            results.append(ep)
         if on_episode is not None:
             on_episode(ep)
         if error is not None:
             break
+    return episode_metrics(results, error, time.perf_counter() - start, loop.safety.counts)
+
+
+def episode_metrics(
+    results: list[dict[str, Any]], error: str | None, wall_time_s: float, safety_counts: dict[str, int]
+) -> dict[str, Any]:
+    """The figures of a deploy run from its per-episode summaries (none when it failed before one ran)."""
     finished = [r for r in results if r.get("status") != "error"]
     n = len(results)
     successes = sum(bool(r.get("success")) for r in results)
@@ -433,14 +460,14 @@ def run_episodes(
         "episodes_finished": len(finished),
         "success_rate": successes / n if n else 0.0,
         "env_steps": int(sum(int(r.get("steps", 0)) for r in results)),
-        "wall_time_s": time.perf_counter() - start,
+        "wall_time_s": wall_time_s,
         "mean_steps": mean("steps"),
         "infer_ms_mean": mean("infer_ms_mean"),
         "obs_age_ms_mean": mean("obs_age_ms_mean"),
         "stale_dropped": int(sum(r.get("stale_dropped", 0) for r in results)),
         "held_ticks": int(sum(r.get("held_ticks", 0) for r in results)),
         "rejected_chunks": int(sum(r.get("rejected_chunks", 0) for r in results)),
-        "safety_events": dict(loop.safety.counts),
+        "safety_events": dict(safety_counts),
         "error": error,
         "per_episode": results,
     }

@@ -9,6 +9,12 @@ watchdog turns "no fresh action within ``hold_after_s``" into the hold command a
 ``stop_after_s``" into a stop; an e-stop latches until ``reset()``. Every intervention is a
 :class:`SafetyEvent` in ``events`` (the runtime writes them to ``safety_events.jsonl``).
 
+No input makes the filter emit a non-finite command: a non-finite action or a non-finite position in the
+observation becomes the hold command plus a ``nan`` event (the limits would otherwise propagate a NaN
+position into the command), and the output is checked once more before it leaves. The one case without a
+finite hold (absolute control, no finite position and no previous command) raises instead, so the runtime
+stops the arm. ``enabled=False`` switches the limits off, not this check.
+
 Two command kinds:
 - ``delta``: the command moves the arm by ``command[pos_dims] * delta_scale`` metres per step
   (Meta-World's mocap deltas, Cartesian velocity control). The workspace box bounds the position the
@@ -19,6 +25,7 @@ Two command kinds:
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -52,6 +59,29 @@ class SafetyConfig:
     stop_after_s: float = 1.0  # watchdog: stop the arm after this long
 
     def validate(self) -> None:
+        """Refuse configs the filter cannot enforce (a NaN limit would let every command through)."""
+        numbers: list[float] = []
+        for name in ("command_low", "command_high", "workspace_low", "workspace_high", "max_delta"):
+            value = getattr(self, name)
+            if value is not None:
+                numbers += [float(v) for v in np.atleast_1d(np.asarray(value, dtype=np.float64))]
+        for name in (
+            "gripper_low",
+            "gripper_high",
+            "max_velocity",
+            "delta_scale",
+            "hold_after_s",
+            "stop_after_s",
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                numbers.append(float(value))
+        if any(math.isnan(v) for v in numbers):
+            raise ValueError("safety limits must not be NaN (a NaN bound disables the check it belongs to)")
+        if not (math.isfinite(self.delta_scale) and self.delta_scale > 0):
+            raise ValueError(
+                f"safety.delta_scale={self.delta_scale} is not valid: expected a finite value > 0"
+            )
         if self.kind not in ("delta", "absolute"):
             raise ValueError(f"safety.kind={self.kind!r} is not valid: expected 'delta' or 'absolute'")
         if (self.workspace_low is None) != (self.workspace_high is None):
@@ -84,7 +114,7 @@ class SafetyConfig:
 class SafetyEvent:
     """One intervention: what happened, when, and the values involved."""
 
-    kind: str  # nan | clip | gripper | delta | velocity | workspace | hold | stop | estop | stale
+    kind: str  # nan | shape | clip | gripper | delta | velocity | workspace | hold | stop | estop | stale
     time: float
     detail: str
 
@@ -136,17 +166,29 @@ class SafetyFilter:
         lo, hi = c.position_slice
         return np.asarray(obs[c.position_key], dtype=np.float64).reshape(-1)[lo:hi]
 
+    def _finite_position(self, obs: Mapping[str, np.ndarray] | None) -> tuple[np.ndarray | None, bool]:
+        """(position or None, whether it is usable): a position holding NaN/Inf is not."""
+        try:
+            pos = self._position(obs)
+        except (TypeError, ValueError):  # not numeric: as unusable as NaN
+            return None, False
+        return pos, pos is None or bool(np.isfinite(pos).all())
+
     def hold_command(self, obs: Mapping[str, np.ndarray] | None) -> np.ndarray:
         """The command that keeps the arm where it is: zero motion (delta) or the current position
-        (absolute); the gripper keeps its last command."""
+        (absolute; the previous command when the position is missing or not finite); the gripper keeps its
+        last command. Always finite: raises when absolute control has no finite position and no previous
+        command to hold (the caller stops the arm)."""
         c = self.config
         if c.kind == "delta":
             cmd = np.zeros(self.action_dim)
         else:
-            pos = self._position(obs)
-            if pos is None:
+            pos, ok = self._finite_position(obs)
+            if pos is None or not ok:
                 if self.last_command is None:
-                    raise RuntimeError("safety: no current position and no previous command to hold")
+                    raise RuntimeError(
+                        "safety: no finite current position and no previous command to hold: stop the arm"
+                    )
                 cmd = self.last_command.copy()
             else:
                 cmd = np.zeros(self.action_dim)
@@ -160,8 +202,14 @@ class SafetyFilter:
     ) -> np.ndarray:
         """A safe command (float64, (A,)) for ``action``; records an event for every change made."""
         c = self.config
-        now = time.time() if now is None else now
-        a = np.asarray(action, dtype=np.float64).reshape(-1) if action is not None else None
+        if now is None or not math.isfinite(now):
+            if now is not None:  # a NaN clock would keep the watchdog from ever firing
+                self._event("nan", f"non-finite time {now}: the wall clock is used", time.time())
+            now = time.time()
+        try:
+            a = np.asarray(action, dtype=np.float64).reshape(-1) if action is not None else None
+        except (TypeError, ValueError):
+            a = None
         if self.estopped or self.stopped:
             raise RuntimeError(
                 "safety: the arm is stopped (e-stop or watchdog); reset() before commanding it"
@@ -171,7 +219,11 @@ class SafetyFilter:
                 raise ValueError(
                     f"action has shape {None if a is None else a.shape}, expected ({self.action_dim},)"
                 )
+            if not np.isfinite(a).all():
+                self._event("nan", f"non-finite action {a.tolist()}: held (filter disabled)", now)
+                return self._hold(obs)
             self.last_command = a
+            self.last_fresh_time = now  # the watchdog still runs with the limits off
             return a
         if a is None or a.shape != (self.action_dim,):
             self._event(
@@ -180,6 +232,10 @@ class SafetyFilter:
             return self._hold(obs)
         if not np.isfinite(a).all():
             self._event("nan", f"non-finite action {a.tolist()}: held", now)
+            return self._hold(obs)
+        pos, pos_ok = self._finite_position(obs)
+        if not pos_ok:
+            self._event("nan", f"non-finite position in obs[{c.position_key!r}]: held", now)
             return self._hold(obs)
         out = a.copy()
         if c.command_low is not None and c.command_high is not None:
@@ -192,7 +248,6 @@ class SafetyFilter:
         if c.max_delta is not None and self.last_command is not None:
             md = np.broadcast_to(np.asarray(c.max_delta, dtype=np.float64), out.shape)
             out = self._clip(out, self.last_command - md, self.last_command + md, "delta", now)
-        pos = self._position(obs)
         dims = np.asarray(c.pos_dims, dtype=int)
         if c.max_velocity is not None:
             if c.kind == "delta":
@@ -218,6 +273,9 @@ class SafetyFilter:
             lo = np.where(pos < wlo, 0.0, lo)
             hi = np.where(pos > whi, 0.0, hi)
             out[dims] = self._clip(out[dims], lo, hi, "workspace", now)
+        if not np.isfinite(out).all():  # the last line of defence: nothing above may have made a NaN
+            self._event("nan", f"limits produced a non-finite command {out.tolist()}: held", now)
+            return self._hold(obs)
         self.last_command = out
         self.last_fresh_time = now
         return out
@@ -230,6 +288,8 @@ class SafetyFilter:
 
     def _hold(self, obs: Mapping[str, np.ndarray] | None) -> np.ndarray:
         cmd = self.hold_command(obs)
+        if not np.isfinite(cmd).all():  # hold_command builds from finite values only; never send otherwise
+            raise RuntimeError(f"safety: hold command {cmd.tolist()} is not finite: stop the arm")
         self.last_command = cmd
         return cmd
 
@@ -258,4 +318,6 @@ class SafetyFilter:
 
     def hold(self, obs: Mapping[str, np.ndarray] | None) -> np.ndarray:
         """The hold command (the watchdog's, or the runtime's when nothing is scheduled)."""
+        if not self._finite_position(obs)[1]:
+            self._event("nan", f"non-finite position in obs[{self.config.position_key!r}] while holding")
         return self._hold(obs)

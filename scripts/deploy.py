@@ -8,6 +8,7 @@ writes the metrics with ``error`` and exits with status 1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from scripts.common import CONFIG_DIR, atomic_write_text, format_table, start_run, write_metrics
+from scripts.common import CONFIG_DIR, atomic_write_text, exit_codes, format_table, start_run, write_metrics
 
 
 def _plain(node: Any) -> dict[str, Any]:
@@ -40,23 +41,41 @@ def load_chunk_policy(cfg: DictConfig) -> Any:
     return load_backend(spec, which=str(cfg.which), deterministic=bool(cfg.deterministic))
 
 
+# Stages whose ValueError/KeyError/TypeError/FileNotFoundError is a configuration mistake, not a fault.
+CONFIG_STAGES = (
+    "loading the policy",
+    "setting up the robot",
+    "setting up the safety filter and control loop",
+)
+
+
+def _user_error(e: BaseException) -> bool:
+    """A bad argument, key, value or file (reported as such), not a fault of a link, server or robot."""
+    from policies.checkpoint import CheckpointError
+    from real.protocol import ProtocolError
+
+    if isinstance(e, CheckpointError):  # a missing or corrupt checkpoint: exit_codes reports it (2)
+        return True
+    return isinstance(e, ValueError | KeyError | TypeError | FileNotFoundError) and not isinstance(
+        e, ProtocolError
+    )
+
+
 def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """Build policy, robot, safety filter and control loop; run the episodes; return the metrics."""
+    """Build policy, robot, safety filter and control loop; run the episodes; return the metrics.
+
+    Every fault, at any point (connecting, resetting between episodes, recording, closing), follows one
+    contract: the arm is stopped, what was recorded is kept, and the metrics come back with ``error`` set
+    (the caller writes them and exits 1). Configuration mistakes found before the first episode raise.
+    """
+    import time
+
     from policies.data import DatasetWriter
     from real.drivers import make_robot
-    from real.runtime import ControlLoop, RuntimeConfig, run_episodes
+    from real.runtime import ControlLoop, RuntimeConfig, episode_metrics, run_episodes
     from real.safety import SafetyConfig, SafetyFilter
 
-    policy = load_chunk_policy(cfg)
-    task = cfg.task or getattr(policy, "task", None)
-    driver = _plain(cfg.robot.driver)
-    if cfg.robot.name == "sim_twin":
-        if not task:
-            raise ValueError(
-                "robot=sim_twin needs task=<name> (the policy names no training task), e.g. task=push-v3"
-            )
-        driver.update(task=str(task), seed=int(cfg.seed))
-    robot = make_robot(str(cfg.robot.name), **driver)
+    start = time.perf_counter()
     runtime_cfg = RuntimeConfig(
         mode=str(cfg.mode),
         async_threshold=None if cfg.async_threshold is None else int(cfg.async_threshold),
@@ -70,14 +89,37 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     )
     runtime_cfg.validate()  # before a twin is spawned or an arm connected
     events_path = run_dir / "safety_events.jsonl"
-    writer = None
-    with robot:
+    driver = _plain(cfg.robot.driver)
+    task = cfg.task
+    policy: Any = None
+    robot: Any = None
+    safety: Any = None
+    loop: Any = None
+    writer: Any = None
+    metrics: dict[str, Any] | None = None
+    errors: list[str] = []
+    stage = "loading the policy"
+    try:
+        policy = load_chunk_policy(cfg)
+        task = cfg.task or getattr(policy, "task", None)
+        if cfg.robot.name == "sim_twin":
+            if not task:
+                raise ValueError(
+                    "robot=sim_twin needs task=<name> (the policy names no training task), e.g. task=push-v3"
+                )
+            driver.update(task=str(task), seed=int(cfg.seed))
+        stage = "setting up the robot"
+        robot = make_robot(str(cfg.robot.name), **driver)
+        stage = "connecting to the robot"
+        robot.connect()
+        stage = "setting up the safety filter and control loop"
         defaults = robot.safety_defaults() if hasattr(robot, "safety_defaults") else {}
         overrides = {**_plain(cfg.robot.get("safety")), **_plain(cfg.get("safety"))}
         safety = SafetyFilter(
             SafetyConfig.from_dict({**defaults, **overrides}), robot.action_spec.shape[0], 1 / robot.rate_hz
         )
         loop = ControlLoop(robot, policy, safety, runtime_cfg)
+        stage = "opening the recording"
         if cfg.record:
             env_args = {
                 "env_name": str(task or cfg.robot.name),
@@ -103,15 +145,38 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                     flush=True,
                 )
 
+        stage = "running episodes"
+        metrics = run_episodes(loop, int(cfg.episodes), seeds, writer=writer, on_episode=progress)
+    except (Exception, KeyboardInterrupt) as e:
+        if _user_error(e) and stage in CONFIG_STAGES:
+            _close_quietly(robot, writer, loop, policy)
+            raise
+        reached_arm = robot is not None and stage != "setting up the robot"
+        if reached_arm:
+            with contextlib.suppress(Exception):  # the link may be what failed
+                robot.stop()
+        errors.append(f"{stage}: {type(e).__name__}: {e}" + ("; the arm was stopped" if reached_arm else ""))
+    # cleanup: each step is attempted; a failure in one is a fault too (after any earlier error)
+    for what, close in (
+        ("closing the recording", None if writer is None else writer.close),
+        ("closing the control loop", None if loop is None else loop.close),
+        ("writing safety events", lambda: _write_events(events_path, safety)),
+        ("disconnecting the robot", None if robot is None else robot.disconnect),
+        ("closing the policy", getattr(policy, "close", None)),
+    ):
+        if close is None:
+            continue
         try:
-            metrics = run_episodes(loop, int(cfg.episodes), seeds, writer=writer, on_episode=progress)
-        finally:
-            if writer is not None:
-                writer.close()
-            loop.close()
-            atomic_write_text(events_path, "".join(json.dumps(e.to_dict()) + "\n" for e in safety.events))
-    if hasattr(policy, "close"):
-        policy.close()
+            close()
+        except Exception as e:
+            errors.append(f"{what}: {type(e).__name__}: {e}")
+    if metrics is None:  # the run failed before any episode finished
+        counts = dict(safety.counts) if safety is not None else {}
+        metrics = episode_metrics([], None, time.perf_counter() - start, counts)
+    metrics["error"] = metrics["error"] or (errors[0] if errors else None)
+    later = [e for e in errors if e != metrics["error"]]
+    if later:  # faults while closing, after the first one
+        metrics["cleanup_errors"] = later
     metrics.update(
         task=task,
         robot=str(cfg.robot.name),
@@ -124,13 +189,33 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     return metrics
 
 
+def _write_events(path: Path, safety: Any) -> None:
+    events = [] if safety is None else safety.events
+    atomic_write_text(path, "".join(json.dumps(e.to_dict()) + "\n" for e in events))
+
+
+def _close_quietly(*parts: Any) -> None:
+    """Release what a configuration error left open (it is reported instead of any of these)."""
+    robot, writer, loop, policy = parts
+    for close in (
+        getattr(writer, "close", None),
+        getattr(loop, "close", None),
+        getattr(robot, "disconnect", None),
+        getattr(policy, "close", None),
+    ):
+        if close is not None:
+            with contextlib.suppress(Exception):
+                close()
+
+
 @hydra.main(config_path=CONFIG_DIR, config_name="deploy", version_base=None)
 def _main(cfg: DictConfig) -> None:
     import torch
 
     torch.set_num_threads(int(cfg.threads))
     run_dir = start_run(cfg)
-    metrics = deploy(cfg, run_dir)
+    with exit_codes("robosteer-deploy"):  # a missing or corrupt checkpoint: 2
+        metrics = deploy(cfg, run_dir)
     write_metrics(run_dir, metrics)
     row = {
         "robot": metrics["robot"],

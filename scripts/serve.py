@@ -5,7 +5,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from scripts.common import CONFIG_DIR, start_run
+from scripts.common import CONFIG_DIR, exit_codes, start_run
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="serve", version_base=None)
@@ -16,7 +16,10 @@ def _main(cfg: DictConfig) -> None:
 
     torch.set_num_threads(int(cfg.threads))
     start_run(cfg)
-    backend = load_backend(str(cfg.checkpoint), which=str(cfg.which), deterministic=bool(cfg.deterministic))
+    with exit_codes("robosteer-serve"):  # a missing or corrupt checkpoint: 2
+        backend = load_backend(
+            str(cfg.checkpoint), which=str(cfg.which), deterministic=bool(cfg.deterministic)
+        )
     if str(cfg.device) != "cpu":
         backend.base.to(str(cfg.device))
     server = PolicyServer(
@@ -26,6 +29,9 @@ def _main(cfg: DictConfig) -> None:
         token=None if cfg.token is None else str(cfg.token),
         max_message_bytes=int(float(cfg.max_message_mb) * 2**20),
         idle_timeout_s=float(cfg.idle_timeout_s),
+        max_batch=int(cfg.max_batch),
+        slice_rows=int(cfg.slice_rows),
+        stuck_after_s=float(cfg.stuck_after_s),
     )
     server.start()
     meta = backend.metadata()

@@ -11,16 +11,26 @@ reset, stop, ping) and the observation that ends an episode are delivered reliab
 
 Commands are timestamped: each carries the wall-clock time it should execute; the twin executes at each
 step the newest command due by then and drops commands that arrive after their time (``stale`` count).
+
+The link is authenticated: the driver generates a token per run (``secrets.token_urlsafe``) and hands it to
+the twin process through multiprocessing's spawn pipe (neither argv nor the environment, so ``ps`` does not
+show it); a connection whose ``hello`` lacks it is refused with the close reason ``unauthorized``, so no other
+local process can reset or command the twin past the safety filter. The twin exits when the process that
+spawned it dies (even by ``kill -9``): it polls its parent PID, since ``PR_SET_PDEATHSIG`` fires when the
+spawning *thread* exits, which would kill a twin connected from a short-lived thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import multiprocessing as mp
+import os
 import queue
 import random
+import secrets
 import threading
 import time
 from typing import Any
@@ -74,6 +84,10 @@ class _Twin:
         self.stats = {"steps": 0, "held": 0, "stale": 0, "dropped_obs": 0, "dropped_cmd": 0, "overruns": 0}
         self._out_time = 0.0  # delivery times stay monotonic (a TCP stream does not reorder)
         self._in_time = 0.0
+        token = cfg.get("token")
+        if not isinstance(token, str) or not token:
+            raise ValueError("the sim twin needs cfg['token'] (its driver generates one per run)")
+        self.token = token.encode("utf-8", "surrogatepass")
 
     def _delay(self, direction: str) -> float:
         now = time.monotonic()
@@ -191,15 +205,30 @@ class _Twin:
             else:
                 await asyncio.sleep(delay)
 
+    def _check_token(self, hello: dict[str, Any]) -> str | None:
+        """None when ``hello`` carries this run's token, else why it is refused."""
+        got = hello.get("token")
+        if not isinstance(got, str):
+            return "missing token in hello (the twin only takes the driver that spawned it)"
+        if not hmac.compare_digest(got.encode("utf-8", "surrogatepass"), self.token):
+            return "wrong token in hello"
+        return None
+
     async def handler(self, ws: Any) -> None:
         try:
             hello = decode(await asyncio.wait_for(ws.recv(), 10.0), allowed_types=("hello",))
             check_hello(hello)
+            refused = self._check_token(hello)
         except ProtocolError as e:
             await ws.send(encode(error_message(e.code, str(e))))
             await ws.close(code=1002, reason=e.code)
             return
         except Exception:
+            return
+        if refused is not None:
+            with contextlib.suppress(Exception):
+                await ws.send(encode(error_message("unauthorized", refused)))
+                await ws.close(code=1008, reason=f"unauthorized: {refused}"[:120])
             return
         mw = self.env._mw
         self.ws = ws
@@ -240,11 +269,18 @@ class _Twin:
             self.ws = None
 
 
+async def _parent_gone(parent_pid: int, period_s: float = 0.2) -> None:
+    """Returns once the process that spawned this one has died (this process is then reparented)."""
+    while os.getppid() == parent_pid:
+        await asyncio.sleep(period_s)
+
+
 def _twin_main(cfg: dict[str, Any], port_q: Any) -> None:
-    """Entry point of the twin process: serve on 127.0.0.1 and report the bound port."""
+    """Entry point of the twin process: serve on 127.0.0.1, report the bound port, exit with the parent."""
     import torch
 
     torch.set_num_threads(1)
+    parent_pid = int(cfg.get("parent_pid") or os.getppid())
 
     async def main() -> None:
         from websockets.asyncio.server import serve
@@ -254,7 +290,14 @@ def _twin_main(cfg: dict[str, Any], port_q: Any) -> None:
             twin.handler, cfg.get("host", "127.0.0.1"), int(cfg.get("port", 0)), ping_interval=None
         ) as server:
             port_q.put(int(next(iter(server.sockets)).getsockname()[1]))
-            await twin.clock()
+            clock = asyncio.create_task(twin.clock())
+            orphaned = asyncio.create_task(_parent_gone(parent_pid))
+            done, _ = await asyncio.wait({clock, orphaned}, return_when=asyncio.FIRST_COMPLETED)
+            clock.cancel()
+            orphaned.cancel()
+            if clock in done:
+                clock.result()  # the clock only ends by raising
+            log.warning("sim twin: parent process %d is gone, exiting", parent_pid)
 
     try:
         asyncio.run(main())
@@ -275,6 +318,8 @@ class SimTwinRobot(Robot):
         latency_ms: injected round-trip delay (half each way); jitter_ms: extra uniform one-way delay.
         obs_noise_std: Gaussian noise on the state; drop_prob: streaming-packet loss probability.
         spawn: start the twin process here; False connects to a twin already listening on ``port``.
+        token: the twin's link token; with ``spawn`` a fresh one is generated per connect when None,
+            without it the token of the twin listening on ``port`` (it refuses any other).
     """
 
     control_modes = ("ee_delta",)
@@ -294,6 +339,7 @@ class SimTwinRobot(Robot):
         spawn: bool = True,
         timeout_s: float = 10.0,
         control_mode: str | None = None,
+        token: str | None = None,
     ) -> None:
         super().__init__(control_mode)
         if not 0.0 <= drop_prob < 1.0:
@@ -316,6 +362,8 @@ class SimTwinRobot(Robot):
             "port": int(port),
         }
         self.spawn = spawn
+        self._token = token  # never in self.cfg: that dict is what callers may record
+        self._link_token: str | None = None
         self.timeout_s = float(timeout_s)
         self.process: mp.process.BaseProcess | None = None
         self._ws: Any = None
@@ -347,11 +395,15 @@ class SimTwinRobot(Robot):
         from websockets.sync.client import connect
 
         port = self.cfg["port"]
+        token = self._token
         if self.spawn:
+            token = token or secrets.token_urlsafe(32)
             ctx = mp.get_context("spawn")
             port_q = ctx.Queue()
+            # the token travels in the pickled args over the spawn pipe, not in argv or the environment
+            child_cfg = {**self.cfg, "token": token, "parent_pid": os.getpid()}
             self.process = ctx.Process(
-                target=_twin_main, args=(self.cfg, port_q), daemon=True, name="sim-twin"
+                target=_twin_main, args=(child_cfg, port_q), daemon=True, name="sim-twin"
             )
             self.process.start()
             try:
@@ -363,10 +415,11 @@ class SimTwinRobot(Robot):
                 self.disconnect()
                 raise RobotError(f"sim twin process failed: {got}")
             port = got
+        self._link_token = token  # this run's (tests and a second driver with spawn=False read it)
         url = f"ws://{self.cfg['host']}:{port}"
         try:
             self._ws = connect(url, open_timeout=self.timeout_s, close_timeout=1.0)
-            self._ws.send(encode({"type": "hello", "version": PROTOCOL_VERSION}))
+            self._ws.send(encode({"type": "hello", "version": PROTOCOL_VERSION, "token": token}))
             hello = decode(self._ws.recv(timeout=self.timeout_s))
             raise_if_error(hello)
         except Exception as e:

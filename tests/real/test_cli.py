@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
-from conftest import tiny_policy
+from conftest import STATE_DIM, tiny_policy
 
 from policies.checkpoint import save_checkpoint
 from policies.data import open_dataset
@@ -64,7 +69,69 @@ def test_deploy_reports_a_dead_policy_server(tmp_path: Path) -> None:
             f"out={tmp_path}",
         ]
     )
-    assert proc.returncode != 0 and "cannot connect to policy server ws://127.0.0.1:9" in proc.stderr
+    assert proc.returncode == 1 and "cannot connect to policy server ws://127.0.0.1:9" in proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    m = json.loads((tmp_path / "metrics.json").read_text())  # the contract holds before any episode too
+    assert "cannot connect to policy server" in m["error"] and m["episodes"] == 0
+
+
+@contextlib.contextmanager
+def server_lost_between_episodes(die_at_reset: int) -> Iterator[str]:
+    """A policy server speaking the wire protocol (constant chunks) that drops the connection when it is
+    asked for the ``die_at_reset``-th reset: the server lost between two episodes, during policy.reset()."""
+    from websockets.sync.server import serve
+
+    from real.protocol import PROTOCOL_VERSION, decode, encode
+
+    meta = {
+        "name": "flaky", "task": "push-v3", "steered": False, "supports_prefix": False,
+        "shape_meta": {"obs": {"state": {"shape": [STATE_DIM], "type": "low_dim"}}, "action": {"shape": [4]}},
+        "noise_shape": [8, 4], "n_obs_steps": 2, "horizon": 8, "n_action_steps": 4, "action_dim": 4,
+    }  # fmt: skip
+    resets = {"n": 0}
+
+    def handler(ws: Any) -> None:
+        for raw in ws:
+            msg = decode(raw)
+            kind = msg["type"]
+            if kind == "hello":
+                ws.send(encode({"type": "hello_ok", "version": PROTOCOL_VERSION, "policy": meta}))
+            elif kind == "reset":
+                resets["n"] += 1
+                if resets["n"] >= die_at_reset:
+                    ws.close()
+                    return
+                ws.send(encode({"type": "reset_ok", "id": msg.get("id")}))
+            elif kind == "sample":
+                b = next(iter(msg["obs"].values())).shape[0]
+                actions = np.zeros((b, 8, 4), np.float32)
+                ws.send(encode({"type": "sample_result", "id": msg.get("id"), "actions": actions}))
+
+    with serve(handler, "127.0.0.1", 0) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"ws://127.0.0.1:{server.socket.getsockname()[1]}"
+        finally:
+            server.shutdown()
+            thread.join(5)
+
+
+def test_deploy_server_lost_between_episodes_keeps_the_contract(tmp_path: Path) -> None:
+    """The policy server goes away during policy.reset() before episode 2: no traceback; the arm stopped,
+    episode 1 kept in episodes.hdf5, metrics.json with error, exit 1."""
+    out = tmp_path / "deploy"
+    with server_lost_between_episodes(die_at_reset=2) as url:
+        proc = run(["scripts.deploy", "robot=sim_twin", f"policy={url}", "task=push-v3", "episodes=3",
+                    "max_steps=15", "mode=sync", f"out={out}"])  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert "policy reset failed" in m["error"] and "PolicyConnectionError" in m["error"], m["error"]
+    assert m["episodes"] == 1 and m["per_episode"][0]["status"] != "error"
+    with open_dataset(out / "episodes.hdf5") as demos:
+        assert demos.num_episodes == 1
+    assert (out / "safety_events.jsonl").exists()
 
 
 @pytest.mark.slow

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -112,3 +114,86 @@ def test_bad_config_names_the_key() -> None:
         SafetyConfig.from_dict({"max_delt": 0.1})
     with pytest.raises(ValueError, match="hold_after_s <= stop_after_s"):
         SafetyConfig.from_dict({"hold_after_s": 2.0, "stop_after_s": 1.0})
+
+
+# ---------------------------------------------------------------- no input makes a non-finite command
+BAD = [np.nan, np.inf, -np.inf]
+# Every mode: delta without limits, with a workspace box, with a velocity limit; absolute without limits,
+# with a velocity limit, with joint bounds; and the filter switched off.
+MODES: dict[str, dict[str, object]] = {
+    "delta": {},
+    "delta_workspace": {"workspace_low": [-0.5, 0.4, 0.05], "workspace_high": [0.5, 1.0, 0.5]},
+    "delta_velocity": {"max_velocity": 0.5, "max_delta": 0.5},
+    "absolute": {"kind": "absolute"},
+    "absolute_velocity": {"kind": "absolute", "max_velocity": 1.0},
+    "absolute_bounds": {"kind": "absolute", "max_delta": 0.3},
+    "disabled": {"enabled": False},
+}
+
+
+def nan_filter(mode: str) -> SafetyFilter:
+    return make(**MODES[mode])
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("bad", BAD)
+@pytest.mark.parametrize("where", ["action", "position", "both", "time"])
+def test_no_input_makes_a_non_finite_command(mode: str, bad: float, where: str) -> None:
+    f = nan_filter(mode)
+    good_obs = obs_at([0.1, 0.6, 0.2])
+    first = f.filter([0.1, 0.2, 0.3, 0.7], good_obs)  # a previous command: absolute holds fall back on it
+    assert np.isfinite(first).all()
+    before = f.counts.get("nan", 0)
+    action = [0.2, 0.1, 0.0, 0.5]
+    obs = obs_at([0.1, 0.6, 0.2])
+    now = None
+    if where in ("action", "both"):
+        action[1] = bad
+    if where in ("position", "both"):
+        obs["state"][1] = bad
+    if where == "time":
+        now = bad
+    out = f.filter(action, obs, now=now)
+    assert out.shape == (4,) and np.isfinite(out).all(), (mode, where, out)
+    if where == "position" and mode == "disabled":
+        return  # the limits are off: the position is not read, the finite action passes
+    assert f.counts.get("nan", 0) == before + 1  # every non-finite input is an event
+    if where != "time":  # a NaN clock is replaced by the wall clock; the command itself is fine
+        assert np.array_equal(out, f.hold_command(good_obs if where == "action" else obs)), out
+        if MODES[mode].get("kind") == "absolute" and where != "action":
+            assert np.allclose(out[:3], first[:3])  # no finite position: the previous target is held
+        if MODES[mode].get("kind") != "absolute":
+            assert np.allclose(out[:3], 0.0) and out[3] == first[3]  # no motion, gripper kept
+    # the watchdog still runs on a real clock after a NaN time
+    assert f.watchdog(now=time.time() + 10.0) == "stop"
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("bad", BAD)
+def test_hold_with_a_non_finite_position_is_finite(mode: str, bad: float) -> None:
+    f = nan_filter(mode)
+    f.filter([0.1, 0.2, 0.3, 0.7], obs_at([0.1, 0.6, 0.2]))
+    obs = obs_at([bad, 0.6, 0.2])
+    assert np.isfinite(f.hold_command(obs)).all() and np.isfinite(f.hold(obs)).all()
+    assert f.counts.get("nan", 0) >= 1
+
+
+@pytest.mark.parametrize("bad", BAD)
+def test_absolute_without_any_finite_hold_refuses_instead_of_sending_nan(bad: float) -> None:
+    f = nan_filter("absolute_velocity")  # first command of an episode, position unknown
+    with pytest.raises(RuntimeError, match="no finite current position"):
+        f.filter([0.1, 0.2, 0.3, 0.7], obs_at([bad, 0.6, 0.2]))
+    assert f.counts["nan"] == 1
+    with pytest.raises(RuntimeError, match="no finite current position"):
+        f.hold(obs_at([0.0, bad, 0.2]))
+
+
+def test_non_numeric_actions_and_nan_limits_are_refused() -> None:
+    f = make()
+    assert np.array_equal(f.filter(["a", "b", "c", "d"], None), np.zeros(4))
+    assert np.array_equal(f.filter([[0.1], [0.2, 0.3]], None), np.zeros(4))  # ragged
+    assert f.counts["shape"] == 2
+    with pytest.raises(ValueError, match="NaN"):
+        SafetyConfig.from_dict({"workspace_low": [0, np.nan, 0], "workspace_high": [1, 1, 1]})
+    with pytest.raises(ValueError, match="delta_scale"):
+        SafetyConfig.from_dict({"delta_scale": 0.0})

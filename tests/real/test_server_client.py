@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import http.client
+import json
+import threading
 import time
 from typing import Any
 
@@ -60,11 +62,17 @@ def test_act_keeps_the_queue_client_side(tiny: Any) -> None:
         assert backend.policy.calls == 3
 
 
-def test_healthz(server: PolicyServer) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+def healthz(port: int) -> tuple[int, dict[str, Any]]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     conn.request("GET", "/healthz")
     resp = conn.getresponse()
-    assert resp.status == 200 and resp.read() == b"ok\n"
+    return resp.status, json.loads(resp.read())
+
+
+def test_healthz(server: PolicyServer) -> None:
+    status, body = healthz(server.port)
+    assert status == 200 and body["status"] == "ok" and body["running_s"] is None and body["queued"] == 0
+    assert body["max_batch"] == 1024
 
 
 def test_bad_requests_get_errors_and_the_connection_survives(server: PolicyServer) -> None:
@@ -130,9 +138,8 @@ def test_stalled_policy_times_out_and_healthz_still_answers() -> None:
         with pytest.raises(PolicyTimeout, match=r"did not answer 'sample' within 0\.3 s"):
             client.sample(window())
         assert time.perf_counter() - t0 < 2.0
-        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=2)
-        conn.request("GET", "/healthz")
-        assert conn.getresponse().status == 200
+        status, body = healthz(srv.port)  # still answers while the worker is busy
+        assert status == 200 and body["status"] == "busy"
         policy.release.set()
 
 
@@ -211,3 +218,179 @@ def test_prefix_over_the_wire(server: PolicyServer, tiny: Any) -> None:
                 client._roundtrip(msg, expect="sample_result")
     finally:
         srv.stop()
+
+
+# ---------------------------------------------------------------- many clients on one server
+class SlowPolicy(ServablePolicy):
+    """Takes ``per_row_s`` per batch row (sleeping, as a GPU wait does); action[:, :, 0] = the row's
+    state[-1, 0], so a reassembled batch shows its row order."""
+
+    def __init__(self, per_row_s: float) -> None:
+        super().__init__()
+        self.per_row_s = per_row_s
+        self.per_call_s = 0.0
+
+    def sample(self, obs: dict[str, np.ndarray], noise: Any = None) -> np.ndarray:
+        out = super().sample(obs, noise)
+        time.sleep(self.per_call_s + self.per_row_s * out.shape[0])
+        out[:, :, 0] = np.asarray(obs["state"])[:, -1, :1]
+        return out
+
+
+def test_a_max_size_batch_does_not_starve_a_small_request() -> None:
+    """Client A sends the largest batch allowed (~2 s of compute); client B's one-row requests meanwhile are
+    answered well within deploy's policy_timeout_s (2 s), and A's batch comes back whole and in order."""
+    policy = SlowPolicy(per_row_s=0.002)
+    with PolicyServer(PolicyBackend(policy), port=0) as srv, PolicyClient(srv.url, timeout_s=30) as a:
+        rows = 1024  # the default max_batch
+        big = {"state": np.zeros((rows, 2, STATE_DIM), np.float32)}
+        big["state"][:, :, 0] = np.arange(rows)[:, None]
+        out: dict[str, Any] = {}
+        thread = threading.Thread(target=lambda: out.setdefault("a", a.sample(big)))
+        thread.start()
+        deadline = time.time() + 10
+        while policy.calls == 0 and time.time() < deadline:
+            time.sleep(0.005)
+        with PolicyClient(srv.url, timeout_s=5) as b:
+            waits = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                assert b.sample(window()).shape == (1, 8, 4)
+                waits.append(time.perf_counter() - t0)
+        assert max(waits) < 1.0, waits  # one slice of A (64 rows, ~0.13 s) at most, not A's ~2 s
+        assert thread.is_alive(), "A's batch finished before B was measured: the test proves nothing"
+        status, body = healthz(srv.port)
+        assert status == 200 and body["status"] == "busy" and body["running_s"] is not None
+        thread.join(30)
+        assert out["a"].shape == (rows, 8, 4) and np.array_equal(out["a"][:, 0, 0], np.arange(rows))
+
+
+def test_batch_cap_refuses_larger_batches_with_a_clear_error(tiny: Any) -> None:
+    with (
+        PolicyServer(PolicyBackend(tiny), port=0, max_batch=8, slice_rows=3) as srv,
+        PolicyClient(srv.url) as client,
+    ):
+        with pytest.raises(RemoteError, match=r"too_large: batch of 9 rows exceeds max_batch=8"):
+            client.sample(window(9))
+        with pytest.raises(RemoteError, match="max_batch=8"):
+            client._roundtrip(
+                {"type": "act", "obs": {"state": np.zeros((9, STATE_DIM), np.float32)}}, "act_result"
+            )
+        # a batch of 8 is served in slices of 3 and equals the local result
+        noise = np.random.default_rng(2).normal(size=(8, *client.noise_shape)).astype(np.float32)
+        remote = client.sample(window(8), noise=noise)
+        assert np.allclose(remote, tiny.sample(window(8), noise=noise).numpy(), atol=1e-5)
+    with PolicyServer(PolicyBackend(tiny), port=0) as srv, PolicyClient(srv.url) as client:
+        with pytest.raises(RemoteError, match="max_batch=1024"):  # the default cap
+            client.sample(window(1025))
+        assert client.sample(window()).shape == (1, 8, 4)  # still serving
+
+
+def test_act_and_reset_state_is_per_connection() -> None:
+    """One client's reset (or its acts) never touches another client's action queue."""
+    policy = tiny_policy()
+    plans: list[int] = []
+    plan = policy._plan
+    policy._plan = lambda obs, rows: (plans.append(1), plan(obs, rows))[1]  # counts chunk plans
+    obs = {"state": np.zeros((1, STATE_DIM), np.float32)}
+
+    def act(client: PolicyClient) -> np.ndarray:
+        return client._roundtrip({"type": "act", "obs": obs}, expect="act_result")["actions"]
+
+    with PolicyServer(PolicyBackend(policy), port=0) as srv:
+        with PolicyClient(srv.url) as a, PolicyClient(srv.url) as b:
+            act(a)
+            assert len(plans) == 1
+            act(b)
+            assert len(plans) == 2  # B plans its own chunk instead of eating A's queue
+            b.reset()
+            for _ in range(3):  # Ta = 4: A's queue still holds 3 actions
+                act(a)
+            assert len(plans) == 2
+            act(a)
+            assert len(plans) == 3
+            a.reset()
+            act(a)
+            assert len(plans) == 4
+            assert healthz(srv.port)[1]["connections"] == 2
+        deadline = time.time() + 5
+        while srv._act_policies and time.time() < deadline:
+            time.sleep(0.01)
+        assert not srv._act_policies  # closed connections leave no state behind
+    assert policy._hist is None  # the shared policy's own act state was never used
+
+
+def test_healthz_reports_a_stuck_worker() -> None:
+    policy = ServablePolicy()
+    policy.stall_after = 0
+    with (
+        PolicyServer(PolicyBackend(policy), port=0, stuck_after_s=0.2) as srv,
+        PolicyClient(srv.url, timeout_s=0.1) as client,
+    ):
+        with pytest.raises(PolicyTimeout):
+            client.sample(window())
+        time.sleep(0.25)
+        status, body = healthz(srv.port)
+        assert status == 503 and body["status"] == "stuck" and body["running_s"] >= 0.2
+        policy.release.set()
+        deadline = time.time() + 5
+        while healthz(srv.port)[1]["status"] != "ok" and time.time() < deadline:
+            time.sleep(0.02)
+        assert healthz(srv.port)[0] == 200
+
+
+def test_invalid_tokens_are_refused_with_a_reason(tiny: Any) -> None:
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    from real.protocol import decode
+
+    with (
+        PolicyServer(PolicyBackend(tiny), port=0, token="s3cret") as srv,
+        PolicyClient(srv.url, token="s3cret") as ok,
+    ):
+        with pytest.raises(PolicyConnectionError, match="unauthorized: wrong token"):
+            PolicyClient(srv.url, token="sécret")  # non-ASCII
+        for token in (None, [1, 2], b"\xff"):
+            with connect(srv.url) as ws:
+                ws.send(encode({"type": "hello", "version": PROTOCOL_VERSION, "token": token}))
+                assert decode(ws.recv(timeout=5))["code"] == "unauthorized"
+                with pytest.raises(ConnectionClosed) as closed:
+                    ws.recv(timeout=5)
+                assert closed.value.rcvd is not None and closed.value.rcvd.reason.startswith("unauthorized")
+        assert ok.ping() > 0  # the authorised client is untouched
+    with PolicyServer(PolicyBackend(tiny), port=0, token="pässwörd") as srv:  # a non-ASCII server token
+        with PolicyClient(srv.url, token="pässwörd") as client:
+            assert client.ping() > 0
+        with pytest.raises(PolicyConnectionError, match="unauthorized"):
+            PolicyClient(srv.url, token="password")
+    with pytest.raises(ValueError, match="non-empty string"):
+        PolicyServer(PolicyBackend(tiny), port=0, token="")
+
+
+def test_concurrent_small_requests_share_a_forward_pass_and_get_their_own_rows() -> None:
+    """Clients' one-row requests queued together run as one batched call; each reply holds its own row."""
+    policy = SlowPolicy(per_row_s=0.0)
+    policy.per_call_s = 0.05
+    clients, requests = 8, 5
+    with PolicyServer(PolicyBackend(policy), port=0) as srv:
+        errors: list[str] = []
+        barrier = threading.Barrier(clients)
+
+        def run(i: int) -> None:
+            with PolicyClient(srv.url, timeout_s=20) as c:
+                barrier.wait(10)
+                for r in range(requests):
+                    w = np.zeros((1, 2, STATE_DIM), np.float32)
+                    w[0, :, 0] = 1000 * i + r
+                    got = c.sample({"state": w})[0, 0, 0]
+                    if got != 1000 * i + r:
+                        errors.append(f"client {i} request {r} got row {got}")
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert not errors, errors[:5]
+    assert policy.calls < clients * requests / 2, policy.calls  # merged, not one call per request

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -136,3 +141,84 @@ def test_twin_process_dying_is_a_robot_fault() -> None:
         loop.close()
     with pytest.raises(RobotError, match="not connected"):
         robot.reset()
+
+
+# ---------------------------------------------------------------- the twin link is closed to other processes
+def test_twin_refuses_connections_without_its_token(twin: SimTwinRobot) -> None:
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    port = twin._ws.remote_address[1]
+    near_miss = str(getattr(twin, "_link_token", "")) + "x"
+    for token in (None, "guessed", 42, near_miss):
+        with connect(f"ws://127.0.0.1:{port}") as ws:
+            ws.send(encode({"type": "hello", "version": 1, "token": token}))
+            reply = decode(ws.recv(timeout=5))
+            assert reply["type"] == "error" and reply["code"] == "unauthorized", reply
+            with pytest.raises(ConnectionClosed) as closed:  # never reaches reset/command
+                ws.send(encode({"type": "reset", "seed": 0}))
+                ws.recv(timeout=5)
+            assert closed.value.rcvd is not None and closed.value.rcvd.reason.startswith("unauthorized")
+    assert twin.ping() > 0  # the driver's own link is untouched
+    # the token is not on the twin's command line or in its environment (ps / /proc show those)
+    pid = twin.process.pid
+    token = twin._link_token.encode()
+    assert len(token) >= 32
+    assert token not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert token not in Path(f"/proc/{pid}/environ").read_bytes()
+
+
+PARENT = """
+import sys, time
+from real.drivers.sim_twin import SimTwinRobot
+robot = SimTwinRobot("push-v3", rate_hz=20.0, max_episode_steps=50)
+robot.connect()
+print(robot.process.pid, robot._ws.remote_address[1], flush=True)
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"  # a zombie has exited (its new parent has not reaped it yet)
+
+
+def test_twin_exits_when_its_parent_is_killed() -> None:
+    """kill -9 of the process that spawned the twin (as robosteer-deploy does) ends the twin too."""
+    root = Path(__file__).resolve().parents[2]
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT],
+        cwd=root,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    twin_pid = None
+    try:
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(parent.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(90)
+        assert line and line[0].strip(), "the parent did not start its twin within 90 s"
+        twin_pid, port = (int(v) for v in line[0].split())
+        assert _alive(twin_pid)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.time() + 10
+        while _alive(twin_pid) and time.time() < deadline:
+            time.sleep(0.05)
+        assert not _alive(twin_pid), "the twin outlived its killed parent"
+        import socket
+
+        with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            pass  # nothing listens on the twin's port any more
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(10)
+        if twin_pid is not None and _alive(twin_pid):
+            os.kill(twin_pid, signal.SIGKILL)  # the twin this test started, left over by a failure
