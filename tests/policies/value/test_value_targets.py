@@ -242,5 +242,7 @@ def test_iql_update_matches_the_hand_computed_losses() -> None:
     assert info["value_loss"] == pytest.approx(want_v, abs=1e-6)
     assert info["critic_loss"] == pytest.approx(want_q, abs=1e-6)
     # the target V moves halfway (τ = 0.5) toward the updated V
-    for t, o, v in zip(learner.value_target.parameters(), old_target, learner.value.parameters(), strict=True):
+    for t, o, v in zip(
+        learner.value_target.parameters(), old_target, learner.value.parameters(), strict=True
+    ):
         torch.testing.assert_close(t, 0.5 * o + 0.5 * v)
