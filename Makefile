@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install test test-all lint typecheck demo clean
+.PHONY: install test test-all lint typecheck demo clean check-tables
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -19,7 +19,12 @@ install: $(STAMP)
 
 test: $(STAMP) typecheck
 	$(PY) -m ruff check .
+	$(PY) -m scripts.tables
 	$(PY) -m pytest
+
+# Every fenced README results table equals what its rows under docs/results/ give (no simulation, ~1 s).
+check-tables: $(STAMP)
+	$(PY) -m scripts.tables
 
 # mypy on sim/isaac ([tool.mypy] in pyproject.toml). isaacgym-stubs 1.1rc4 declares two properties named
 # `lambda` (a keyword, so no parser accepts the file): check against a copy with them renamed `lambda_`.
@@ -59,3 +64,8 @@ gpu-env: $(GPU_STAMP)
 
 gpu-test: $(GPU_STAMP)
 	PYTHONPATH=. $(GPU_PY) -m pytest tests/sim/gpu
+
+# Plant known faults in the algorithm files (tests/faults/*.py) and check the default suite kills each one.
+.PHONY: faults
+faults: $(STAMP)
+	$(PY) tests/faults/run.py

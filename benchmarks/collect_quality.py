@@ -3,7 +3,8 @@
 For each task: collect N scripted-expert demos (success-only, as `make demo` does), then replay every kept
 episode from its recorded episode seed with its recorded actions. Prints the expert's success over all
 attempts, the success of the kept episodes on replay, and the largest observation mismatch on replay
-(0.0 means the dataset regenerates bit for bit).
+(0.0 means the dataset regenerates bit for bit). Each task's row (with its provenance: command, commit,
+machine, load) is appended to ``--rows``.
 
     python benchmarks/collect_quality.py [--episodes 100] [--tasks reach-v3 push-v3 ...]
 """
@@ -19,8 +20,13 @@ from omegaconf import OmegaConf
 from scripts.collect import collect
 from scripts.common import format_table
 from scripts.evaluate import replay_dataset
+from scripts.tables import append_row
 
 ROOT = Path(__file__).resolve().parents[1]
+# the printed table's columns: the rows' keys
+COLUMNS = [
+    "task", "kept", "attempts", "expert_success", "replay_success", "replay_max_obs_diff", "mean_length", "collect_s",
+]  # fmt: skip
 TASKS = ["reach-v3", "push-v3", "pick-place-v3", "button-press-topdown-v3", "drawer-open-v3"]
 
 
@@ -30,6 +36,9 @@ def main() -> None:
     )
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--tasks", nargs="+", default=TASKS)
+    parser.add_argument(
+        "--rows", default="docs/results/collect_quality.jsonl", help="append rows here ('': don't)"
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -44,16 +53,18 @@ def main() -> None:
                     "task": task,
                     "kept": m["episodes"],
                     "attempts": m["attempts"],
-                    "expert success": m["success_rate"],
-                    "replay success (kept)": r["success_rate"],
-                    "replay max |obs diff|": r["max_obs_abs_diff"],
-                    "mean length": m["mean_episode_length"],
-                    "collect s": m["wall_time_s"],
+                    "expert_success": m["success_rate"],
+                    "replay_success": r["success_rate"],
+                    "replay_max_obs_diff": r["max_obs_abs_diff"],
+                    "mean_length": m["mean_episode_length"],
+                    "collect_s": m["wall_time_s"],
                 }
             )
-            print(format_table(rows[-1:]), flush=True)
+            if args.rows:
+                append_row(args.rows, {**rows[-1], "episodes": args.episodes})
+            print(format_table(rows[-1:], COLUMNS), flush=True)
     print()
-    print(format_table(rows))
+    print(format_table(rows, COLUMNS))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ stop-and-think (sync) execution loses time and success. Each cell runs ``roboste
 Run: ``python benchmarks/deploy_latency.py --checkpoint runs/real_dp --episodes 50``. Resumable: finished
 cells are kept in ``<out>/results.jsonl``. ``--rate-hz`` sets the twin's control rate (80 = Meta-World real
 time); on a loaded CPU where one DDIM chunk takes tens of ms, a slower twin keeps inference below a period.
+Each finished cell is also appended, with its provenance (command, commit, machine, load), to ``--rows``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scripts.common import format_table, read_results  # noqa: E402
+from scripts.tables import append_row  # noqa: E402
 
 
 def cell_args(args: argparse.Namespace, latency: float, mode: str, out: Path) -> list[str]:
@@ -62,6 +64,9 @@ def main() -> None:
     )  # fmt: skip
     ap.add_argument("--parallel", type=int, default=2, help="cells run at once (each is a twin + a policy)")
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench" / "deploy_latency"))
+    ap.add_argument(
+        "--rows", default="docs/results/deploy_latency.jsonl", help="append rows here ('': don't)"
+    )
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -119,6 +124,19 @@ def main() -> None:
             }
             with results_path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
+            if args.rows:
+                ckpt = Path(args.checkpoint).resolve()
+                append_row(
+                    args.rows,
+                    {
+                        **{k: v for k, v in row.items() if k != "load"},
+                        "task": args.task,
+                        "checkpoint": str(ckpt.relative_to(ROOT) if ckpt.is_relative_to(ROOT) else ckpt),
+                        "seed": args.seed,
+                        "reference_success": ref["success_rate"],
+                        "reference_episodes": ref["episodes"],
+                    },
+                )
             done[(latency, mode, args.rate_hz, args.episodes, args.blend, args.inpaint)] = row
     rows = [
         r for k, r in sorted(done.items()) if k[2] == args.rate_hz and k[3] == args.episodes

@@ -2,7 +2,8 @@
 
 Meta-World's Python task code (reward, observation, site bookkeeping) is most of an env step's cost;
 this table shows how much, per task, and what sync and async vectorisation add on this machine.
-Run: ``python benchmarks/env_speed.py [--seconds 1.0]``. Prints a markdown table.
+Run: ``python benchmarks/env_speed.py [--seconds 1.0]``. Prints a markdown table and appends one row per cell
+(with its provenance: command, commit, machine, load) to ``--rows`` (the README's table is drawn from them).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import mujoco
 import numpy as np
 
 import sim
+from scripts.tables import append_row
 
 TASKS = ("reach-v3", "push-v3", "pick-place-v3", "button-press-topdown-v3", "drawer-open-v3")
 
@@ -53,6 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=1.0, help="measuring time per cell")
     parser.add_argument("--tasks", nargs="*", default=list(TASKS))
+    parser.add_argument("--rows", default="docs/results/env_speed.jsonl", help="append rows here ('': don't)")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs visible; mujoco {mujoco.__version__}")
     header = ["task", "mj_step/s", "= env steps/s (raw)"]
@@ -62,10 +65,16 @@ def main() -> None:
     for task in args.tasks:
         with sim.make_env(task, num_envs=1) as env:
             mj, frame_skip = raw_mj_steps_per_s(env, args.seconds)
+        cell = {"task": task, "seconds": args.seconds}
+        if args.rows:
+            append_row(args.rows, {**cell, "cell": "mj_step", "per_s": mj, "frame_skip": frame_skip})
         row = [task, f"{mj:,.0f}", f"{mj / frame_skip:,.0f}"]
         for vectorization, num_envs in configs:
             with sim.make_env(task, num_envs=num_envs, vectorization=vectorization) as env:
-                row.append(f"{env_steps_per_s(env, args.seconds):,.0f}")
+                rate = env_steps_per_s(env, args.seconds)
+            if args.rows:
+                append_row(args.rows, {**cell, "cell": f"{vectorization} B={num_envs}", "per_s": rate})
+            row.append(f"{rate:,.0f}")
         rows.append(row)
         print(f"  done {task}", flush=True)
     print("\nEnv steps/s (all envs together; random actions, auto-reset included; frame_skip=5):\n")

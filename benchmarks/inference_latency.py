@@ -7,7 +7,8 @@ condition and precomputed timesteps (for SDP, its per-position level vectors), n
 measured interleaved in the same loop so machine load hits them alike.
 
 Random weights, normaliser stats fitted from the dataset (latency does not depend on training).
-Run: ``python benchmarks/inference_latency.py [--backbone unet] [--reps 30]``. Prints a markdown table.
+Run: ``python benchmarks/inference_latency.py [--backbone unet] [--reps 30]``. Prints a markdown table and
+appends one row per method (with its provenance: command, commit, machine, load) to ``--rows``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import torch
 from policies import make_policy
 from policies.base import GenerativePolicy
 from policies.data import open_dataset
+from scripts.tables import append_row
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT / "runs" / "calib" / "push_demos" / "demos.hdf5"
@@ -163,6 +165,9 @@ def main() -> None:
     )
     parser.add_argument("--budget", type=float, default=12.0, help="max seconds of chunk timing per method")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--rows", default="docs/results/inference_latency.jsonl", help="append rows here ('': don't)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -180,6 +185,26 @@ def main() -> None:
         policy = make_policy(name, shape_meta, stats, backbone=args.backbone, **overrides)
         rows.append(measure(label, policy, states, args.reps, args.budget))
         n_params = sum(p.numel() for p in policy.model.parameters())
+        if args.rows:
+            r = rows[-1]
+            append_row(
+                args.rows,
+                {
+                    "method": label,
+                    "backbone": args.backbone,
+                    "threads": args.threads,
+                    "torch": torch.__version__,
+                    "denoiser_params": n_params,
+                    "denoiser_calls": r.calls,
+                    "ta": r.ta,
+                    **{f"{k}_ms_min": min(getattr(r, k)) for k in ("chunk", "floor", "act_step")},
+                    **{
+                        f"{k}_ms_med": statistics.median(getattr(r, k))
+                        for k in ("chunk", "floor", "act_step")
+                    },
+                    "chunks": len(r.chunk),
+                },
+            )
         print(
             f"  done {label}: {len(rows[-1].chunk)} chunks, denoiser {n_params / 1e6:.2f}M params", flush=True
         )

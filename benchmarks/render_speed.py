@@ -2,7 +2,8 @@
 
 Tuned: no shadows, reflections or skybox, no multisampling (``offsamples = 0``) and an offscreen buffer
 the size of the image. Default: the model's settings (4x MSAA, shadows, reflections, a 640 px buffer).
-Run: ``python benchmarks/render_speed.py [--seconds 1.5]``. Prints a markdown table.
+Run: ``python benchmarks/render_speed.py [--seconds 1.5]``. Prints a markdown table and appends one row per
+cell (with its provenance: command, commit, machine, load) to ``--rows``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import mujoco
 import numpy as np
 
 import sim
+from scripts.tables import append_row
 from sim.render import CameraRenderer
 
 
@@ -56,15 +58,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=1.5, help="measuring time per cell")
     parser.add_argument("--task", default="push-v3")
+    parser.add_argument(
+        "--rows", default="docs/results/render_speed.jsonl", help="append rows here ('': don't)"
+    )
     args = parser.parse_args()
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs visible; MUJOCO_GL={os.environ['MUJOCO_GL']}"
     )
     rows = []
     for size in (84, 128):
-        tuned = images_per_s(args.task, size, True, args.seconds)
-        default = images_per_s(args.task, size, False, args.seconds)
-        env_rate = image_env_steps_per_s(args.task, size, args.seconds)
+        cells = {}
+        for cell, measure, tuned_args in (
+            ("tuned images/s", images_per_s, (True,)),
+            ("default images/s", images_per_s, (False,)),
+            ("env steps/s with image obs", image_env_steps_per_s, ()),
+        ):
+            cells[cell] = measure(args.task, size, *tuned_args, args.seconds)
+            if args.rows:
+                row = {"task": args.task, "size": size, "cell": cell, "per_s": cells[cell]}
+                append_row(args.rows, {**row, "seconds": args.seconds})
+        tuned, default = cells["tuned images/s"], cells["default images/s"]
+        env_rate = cells["env steps/s with image obs"]
         rows.append(
             [f"{size}", f"{tuned:,.0f}", f"{default:,.1f}", f"{tuned / default:.1f}x", f"{env_rate:,.0f}"]
         )

@@ -5,7 +5,8 @@ floor is ``policy.sample(window)`` called in-process; the server path adds msgpa
 validation and a thread hop. Both are measured interleaved (request i of each path back to back) so machine
 load hits them alike; the server's own ``infer_ms`` splits the round trip into compute and transport.
 
-Run: ``python benchmarks/server_latency.py [--checkpoint runs/real_dp] [--requests 300]``. Prints a table.
+Run: ``python benchmarks/server_latency.py [--checkpoint runs/real_dp] [--requests 300]``. Prints a table and
+appends one row per path (with its provenance: command, commit, machine, load) to ``--rows``.
 The server binds 127.0.0.1 only; the number of requests is bounded.
 """
 
@@ -19,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from scripts.tables import append_row
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -31,6 +34,9 @@ def main() -> None:
     ap.add_argument("--checkpoint", default=str(ROOT / "runs" / "real_dp"), help="run directory to serve")
     ap.add_argument("--requests", type=int, default=300, help="requests per path (bounded, <= 5000)")
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument(
+        "--rows", default="docs/results/server_latency.jsonl", help="append rows here ('': don't)"
+    )
     args = ap.parse_args()
     requests = min(int(args.requests), 5000)
     torch.set_num_threads(1)
@@ -69,8 +75,21 @@ def main() -> None:
     print(f"checkpoint: {args.checkpoint}  requests: {requests}  load average: {os.getloadavg()[0]:.2f}")
     print("| path | p50 ms | p99 ms | min ms |")
     print("|---|---|---|---|")
+    ckpt = Path(args.checkpoint).resolve()
     for name, xs in rows:
         print(f"| {name} | {pct(xs, 50):.2f} | {pct(xs, 99):.2f} | {min(xs):.2f} |")
+        if args.rows:
+            append_row(
+                args.rows,
+                {
+                    "path": name,
+                    "p50_ms": pct(xs, 50),
+                    "p99_ms": pct(xs, 99),
+                    "min_ms": min(xs),
+                    "requests": requests,
+                    "checkpoint": str(ckpt.relative_to(ROOT) if ckpt.is_relative_to(ROOT) else ckpt),
+                },
+            )
     print(
         f"\noverhead of the server path (p50 round trip - p50 floor): {pct(rtt, 50) - pct(bare, 50):.2f} ms"
     )

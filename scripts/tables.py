@@ -1,0 +1,582 @@
+"""The README's results tables, regenerated from the raw rows committed under ``docs/results/``.
+
+A results table sits between two fences, ``<!-- table: NAME rows=PATH[,PATH2] -->`` and ``<!-- /table -->``;
+NAME picks its generator in ``GENERATORS`` and the JSON-lines files (paths from the repository root) give its
+rows. ``python -m scripts.tables [--write] [FILE.md ...]`` (default: README.md and docs/*.md) prints a diff
+per table whose text differs from what its rows give and exits 1 (``--write``: rewrites the blocks instead);
+an unknown NAME, a missing rows file or a malformed row is a one-line error (exit 2). No simulation, no torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class TableError(Exception):
+    """A fence, rows file or row the tables cannot be drawn from (reported on one line, exit 2)."""
+
+
+def bench_command() -> list[str]:
+    """This process's command line as typed in the repository root (``python benchmarks/NAME.py ...``)."""
+    script = Path(sys.argv[0]).resolve()
+    shown = script.relative_to(ROOT) if script.is_relative_to(ROOT) else script
+    return ["python", str(shown), *sys.argv[1:]]
+
+
+def append_row(path: str | Path, row: dict[str, Any], command: list[str] | None = None) -> dict[str, Any]:
+    """Append ``row`` and its provenance (command, commit, machine, load) to a JSON-lines rows file."""
+    from scripts.common import provenance
+
+    full = {**row, **provenance(command or bench_command(), ROOT)}
+    path = Path(path) if Path(path).is_absolute() else ROOT / path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(full) + "\n")
+    return full
+
+
+# ---------------------------------------------------------------- rows and formatting
+
+
+class Row(dict):
+    """One JSON line of a rows file; a key it lacks is a one-line error naming the file and line."""
+
+    source = "?"
+
+    def __missing__(self, key: str) -> Any:
+        raise TableError(f"{self.source}: row has no key {key!r}")
+
+
+def load_rows(paths: list[str]) -> list[Row]:
+    """The rows of the JSON-lines files ``paths`` (relative to the repository root), in file order."""
+    rows = []
+    for name in paths:
+        path = Path(name) if Path(name).is_absolute() else ROOT / name
+        if not path.is_file():
+            raise TableError(f"rows file {name} not found")
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line, object_hook=Row)
+            except json.JSONDecodeError as e:
+                raise TableError(f"{name}:{i}: malformed row: {e}") from None
+            if not isinstance(row, Row):
+                raise TableError(f"{name}:{i}: malformed row: not a JSON object")
+            rows.append(_tag(row, f"{name}:{i}"))
+    return rows
+
+
+def _tag(value: Any, source: str) -> Any:
+    """Mark every object of a row (nested ones too: ``history`` entries) with the row's file and line."""
+    if isinstance(value, Row):
+        value.source = source
+    for v in value.values() if isinstance(value, dict) else value if isinstance(value, list) else ():
+        _tag(v, source)
+    return value
+
+
+def last_per(rows: list[Row], key: Callable[[Row], Any]) -> dict[Any, Row]:
+    """The last row of each key (a re-run supersedes the earlier row), keys in order of first appearance."""
+    out: dict[Any, Row] = {}
+    for r in rows:
+        out[key(r)] = r
+    return out
+
+
+def table(columns: list[str], body: list[list[Any]]) -> str:
+    """The one markdown formatter (``scripts.common.format_table``: floats as 3 significant digits)."""
+    from scripts.common import format_table
+
+    keys = [str(i) for i in range(len(columns))]  # positional: two columns may share a title
+    _, rest = format_table([dict(zip(keys, cells)) for cells in body], keys).split("\n", 1)
+    return "| " + " | ".join(columns) + " |\n" + rest
+
+
+def measured(rows: list[Row]) -> str:
+    """Caption of a benchmark's rows: its commits, machine and the range of the load average it ran at."""
+    loads = [float(r["load"]) for r in rows]
+    commits = ", ".join(dict.fromkeys(str(r["commit"]) for r in rows))
+    machines = ", ".join(dict.fromkeys(str(r["machine"]) for r in rows))
+    return f"Rows: commit {commits}, {machines}, 1-minute load average {span(loads, '.1f')}."
+
+
+def span(xs: list[float], fmt: str) -> str:
+    """``lo–hi`` of ``xs`` in ``fmt``, one figure when both read the same."""
+    lo, hi = f"{min(xs):{fmt}}", f"{max(xs):{fmt}}"
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def prose(text: str) -> str:
+    """A generated sentence, wrapped at the README's 110 columns."""
+    return textwrap.fill(text, 110, break_long_words=False, break_on_hyphens=False)
+
+
+def mean(xs: list[float]) -> float:
+    """Arithmetic mean."""
+    return sum(xs) / len(xs)
+
+
+def num(x: float) -> str:
+    """A rate with 3 decimals less one trailing zero (0.735, 0.75, 0.70)."""
+    s = f"{x:.3f}"
+    return s[:-1] if s.endswith("0") else s
+
+
+def steps_k(steps: float) -> str:
+    """Env steps in thousands: ``15k``."""
+    return f"{steps / 1000:.0f}k"
+
+
+# ---------------------------------------------------------------- generators
+
+
+def expo_vs_rlpd(rows: list[Row]) -> str:
+    """EXPO vs RLPD per task: env steps (wall), final and best evals, env steps to the first eval ≥ 0.8 / 0.9."""
+    labels = {"expo_o2o": "EXPO, `expo_o2o`", "rlpd_single": "RLPD, single-step (`rlpd_single`)"}
+    common = set.intersection(*(set(r["overrides"]) for r in rows))
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    top = {t: max(r["success_rate"] for r in rows if r["task"] == t) for t in tasks}
+    body = []
+    for r in sorted(rows, key=lambda r: (tasks.index(r["task"]), methods.index(r["method"]), r["seed"])):
+        end = r["history"][-1]["env_steps"]
+        reach = []
+        for x in (0.8, 0.9):
+            s = next((h["env_steps"] for h in r["history"] if h["success_rate"] >= x - 1e-9), None)
+            reach.append(f"{s:,.0f}" if s is not None else f"> {end:,.0f}")
+        final = f"{r['success_rate']:.2f}"
+        body.append(
+            [
+                r["task"],
+                labels.get(r["method"], f"`{r['method']}`")
+                + "".join(f" + `{o}`" for o in r["overrides"] if o not in common),
+                f"{r['env_steps']:,} ({r['wall_s'] / 60:.0f} min)",
+                f"**{final}**" if r["success_rate"] == top[r["task"]] else final,
+                f"{max(h['success_rate'] for h in r['history']):.2f}",
+                " / ".join(reach),
+            ]
+        )
+    columns = ["task", "run", "env steps (wall)", "final, 100 unseen episodes", "best periodic eval"]
+    return table([*columns, "first eval ≥ 0.8 / ≥ 0.9"], body)
+
+
+TASK_ORDER = [
+    "reach-v3", "push-v3", "pick-place-v3", "drawer-open-v3", "button-press-topdown-v3", "peg-insert-side-v3",
+    "assembly-v3",
+]  # fmt: skip
+POLICIES = {"diffusion": "DP (DDIM-10)", "flow": "flow (10 Euler)", "streaming": "SDP"}
+
+
+def data_scaling(rows: list[Row]) -> str:
+    """Success on 100 unseen episodes per task, policy and number of demos; one figure per training seed."""
+    cells = last_per(rows, lambda r: (r["task"], r["policy"], r["demos"], r["seed"]))
+    order = {t: i for i, t in enumerate(TASK_ORDER)}
+    tasks = sorted({k[0] for k in cells}, key=lambda t: (order.get(t, len(order)), t))
+    demos = sorted({k[2] for k in cells})
+    body = []
+    for task in tasks:
+        for policy, label in POLICIES.items():
+            per_n = [
+                " / ".join(
+                    f"{r['success_rate']:.2f}" for k, r in sorted(cells.items()) if k[:3] == (task, policy, n)
+                )
+                for n in demos
+            ]
+            if any(per_n):
+                body.append([task, label, *per_n])
+    return table(["task", "policy", *(f"{n} demos" for n in demos)], body)
+
+
+CRITICS = {"calql-2alpha": "Cal-QL before the loss-weight fix (CQL term 2α; to be re-measured)"}
+
+
+def vgps_cells(rows: list[Row], episodes: int) -> tuple[Callable[..., list[float]], str]:
+    """Per-seed MT10 means of the V-GPS rows with ``episodes`` per task (a lookup), and the critic caption."""
+    cells: dict[tuple[Any, ...], dict[int, dict[str, float]]] = {}
+    versions: dict[str, None] = {}
+    for r in rows:
+        if r["episodes"] == episodes and r["temperature"] == 0.0:
+            versions[r["critic_version"]] = None
+            key = (r["policy"], r["k"], r.get("replan_every"), r["sample_levels"])
+            cells.setdefault(key, {}).setdefault(r["seed"], {})[r["task"]] = r["success_rate"]
+    if not cells:
+        raise TableError(f"no V-GPS rows with {episodes} episodes per task")
+    unknown = [v for v in versions if v not in CRITICS]
+    if unknown:
+        raise TableError(f"unknown critic_version {unknown[0]!r} (known: {', '.join(CRITICS)})")
+    ntasks = max(len(per_task) for per_seed in cells.values() for per_task in per_seed.values())
+
+    def seeds(policy: str, k: int, every: int | None = None, levels: str | None = None) -> list[float]:
+        per_seed = cells.get((policy, k, every, levels), {})
+        out = [mean(list(t.values())) for _, t in sorted(per_seed.items()) if len(t) == ntasks]
+        if not out:
+            raise TableError(f"no complete V-GPS cell {policy}, K = {k}, re-plan {every}, levels {levels}")
+        return out
+
+    return seeds, "Critic: " + "; ".join(CRITICS[v] for v in versions) + "."
+
+
+# (label, policy, SDP candidate levels, note replacing the per-seed K = 1 figures, current: bold)
+VGPS_LINES = [
+    ("DP (DDIM-10)", "diffusion", None, None, True),
+    ("flow (10 Euler steps)", "flow", None, None, True),
+    ("SDP (K = 1: its streaming `act`)", "streaming", "streaming", None, True),
+    ("SDP, constant-level samples (earlier)", "streaming", "constant", "the same `act`", False),
+]
+# the 50-episode table's labels
+VGPS_SHORT = {
+    ("diffusion", True): "DP",
+    ("flow", True): "flow",
+    ("streaming", True): "SDP (streaming `act`; streaming samples)",
+}
+
+
+def vgps_mt10(rows: list[Row]) -> str:
+    """V-GPS MT10 grid, 20 episodes per task: success per generalist and K, Ta = 8 and re-planning every 4."""
+    seeds, caption = vgps_cells(rows, 20)
+    body = []
+    for label, policy, levels, note, current in VGPS_LINES:
+        act = seeds(policy, 1)
+        cells = [label, f"{mean(act):.3f} ({note or ', '.join(map(num, act))})"]
+        cells += [f"{mean(seeds(policy, k, None, levels)):.3f}" for k in (4, 16, 32)]
+        for k in (1, 4, 16, 32):
+            xs = seeds(policy, k, 4, levels)
+            cell = f"**{mean(xs):.3f}**" if k == 32 and current else f"{mean(xs):.3f}"
+            cell += f" ({', '.join(map(num, xs))})" if k in (1, 32) else ""
+            cell += ", fresh samples" if k == 1 and policy == "streaming" and current else ""
+            cells.append(cell)
+        body.append(cells)
+    columns = ["generalist", "K = 1 (no V-GPS, Ta = 8)", "K = 4", "K = 16", "K = 32"]
+    return caption + "\n\n" + table([*columns, "re-plan every 4: K = 1", "K = 4", "K = 16", "K = 32"], body)
+
+
+def vgps_mt10_50ep(rows: list[Row]) -> str:
+    """V-GPS headline cells, 50 episodes per task: alone vs K = 32 re-planning every 4, gain, failure rate."""
+    seeds, caption = vgps_cells(rows, 50)
+    body = []
+    for label, policy, levels, _, current in VGPS_LINES:
+        alone, steered = seeds(policy, 1), seeds(policy, 32, 4, levels)
+        gains = [100 * (b - a) for a, b in zip(alone, steered)]
+        gain = f"{100 * (mean(steered) - mean(alone)):+.1f}"
+        fail = (1 - mean(alone), 1 - mean(steered))
+        body.append(
+            [
+                VGPS_SHORT.get((policy, current), label),
+                f"{mean(alone):.3f} ({'the same' if not current else ', '.join(f'{x:.3f}' for x in alone)})",
+                f"{mean(steered):.3f} ({', '.join(f'{x:.3f}' for x in steered)})",
+                f"{f'**{gain}**' if current else gain} ({min(gains):+.1f} to {max(gains):+.1f})",
+                f"{fail[0]:.3f} → {fail[1]:.3f} ({100 * (fail[1] / fail[0] - 1):+.0f} %)".replace("-", "−"),
+            ]
+        )
+    columns = [
+        "generalist",
+        "alone (K = 1, Ta = 8)",
+        "V-GPS, K = 32, re-plan every 4",
+        "gain",
+        "failure rate",
+    ]
+    return caption + "\n\n" + table(columns, body)
+
+
+def dsrl_weak_base(rows: list[Row]) -> str:
+    """DSRL-NA on the weak bases per task and seed: base, best periodic eval, final and `best` actors."""
+    runs = sorted(
+        last_per([r for r in rows if r["variant"] == "na"], lambda r: (r["task"], r["seed"])).values(),
+        key=lambda r: (r["task"], r["seed"]),
+    )
+    if not runs:
+        raise TableError("no DSRL rows with variant 'na'")
+    bold = {}  # per task, the actor whose mean over seeds is higher (final on a tie)
+    for task in dict.fromkeys(r["task"] for r in runs):
+        rs = [r for r in runs if r["task"] == task]
+        final, best = mean([r["success_rate"] for r in rs]), mean([r["best_actor_success"] for r in rs])
+        bold[task] = "best" if best > final else "final"
+    body = []
+    for r in runs:
+        at = [
+            steps_k(h["env_steps"])
+            for h in r["history"]
+            if abs(h["success_rate"] - r["best_periodic"]) < 1e-9
+        ]
+        final, best = f"{r['success_rate']:.2f}", f"{r['best_actor_success']:.2f}"
+        body.append(
+            [
+                r["task"],
+                r["seed"],
+                f"{r['base_success']:.2f}",
+                f"{r['best_periodic']:.2f}" + (f" ({', '.join(at)})" if at else ""),
+                f"**{final}**" if bold[r["task"]] == "final" else final,
+                f"**{best}**" if bold[r["task"]] == "best" else best,
+                f"{r['env_steps']:,}",
+                f"{r['wall_s'] / 60:.1f}",
+            ]
+        )
+    columns = ["task", "seed", "base, stock sampler (100 ep.)", "best periodic eval (50 ep.)"]
+    columns += ["final actor, 100 unseen ep.", "`best` actor, 100 unseen ep.", "env steps", "wall min"]
+    return table(columns, body)
+
+
+def collect_quality(rows: list[Row]) -> str:
+    """Scripted-expert demos per task: kept / attempts, expert success, exact replay, length, collect time."""
+    keys = ["kept", "attempts", "expert_success", "replay_success", "replay_max_obs_diff", "mean_length"]
+    body = [
+        [r["task"], *(r[k] for k in keys), r["collect_s"]]
+        for r in last_per(rows, lambda r: r["task"]).values()
+    ]
+    columns = [
+        "task",
+        "kept",
+        "attempts",
+        "expert success",
+        "replay success (kept)",
+        "replay max \\|obs diff\\|",
+    ]
+    used = list(last_per(rows, lambda r: r["task"]).values())
+    return measured(used) + "\n\n" + table([*columns, "mean length", "collect s"], body)
+
+
+ENV_SPEED_CELLS = [f"{v} B={b}" for v in ("sync", "async") for b in (1, 2, 4)]
+
+
+def env_speed(rows: list[Row]) -> str:
+    """Env steps/s per task: raw ``mj_step`` (and its env-step equivalent) vs sync / async batched envs."""
+    cells = last_per(rows, lambda r: (r["task"], r["cell"]))
+    body, ratios = [], []
+    for task in dict.fromkeys(k[0] for k in cells):
+        raw = cells[(task, "mj_step")]
+        body.append(
+            [task, f"{raw['per_s']:,.0f}", f"{raw['per_s'] / raw['frame_skip']:,.0f}"]
+            + [f"{cells[(task, c)]['per_s']:,.0f}" if (task, c) in cells else "" for c in ENV_SPEED_CELLS]
+        )
+        ratios.append(raw["per_s"] / raw["frame_skip"] / cells[(task, "sync B=1")]["per_s"])
+    return (
+        f"{measured(list(cells.values()))}\n\n"
+        f"{table(['task', 'mj_step/s', '= env steps/s (raw)', *ENV_SPEED_CELLS], body)}\n\n"
+        + prose(
+            f"Raw physics runs {span(ratios, '.0f')}× the env steps/s of sync B=1: Meta-World's "
+            "Python task code (reward, observation, site bookkeeping) costs most of an env step."
+        )
+    )
+
+
+def render_speed(rows: list[Row]) -> str:
+    """Images/s of the tuned vs default renderer per image size, and env steps/s with image observations."""
+    cells = last_per(rows, lambda r: (r["size"], r["cell"]))
+    body = []
+    for size in sorted({k[0] for k in cells}):
+        tuned, default = (cells[(size, f"{c} images/s")]["per_s"] for c in ("tuned", "default"))
+        env = cells[(size, "env steps/s with image obs")]["per_s"]
+        body.append([size, f"{tuned:,.0f}", f"{default:,.1f}", f"{tuned / default:.1f}x", f"{env:,.0f}"])
+    columns = ["size px", "tuned images/s", "default images/s", "speed-up", "env steps/s with image obs"]
+    return measured(list(cells.values())) + "\n\n" + table(columns, body)
+
+
+def inference_latency(rows: list[Row]) -> str:
+    """Batch-1 latency per chunk and control step of each sampler beside its bare-denoiser floor (MLP)."""
+    cells = last_per(rows, lambda r: (r["backbone"], r["method"]))
+    body = []
+    for (backbone, method), r in cells.items():
+        if backbone != "mlp":
+            continue
+        body.append(
+            [
+                method,
+                r["denoiser_calls"],
+                f"{r['chunk_ms_min']:.2f} / {r['chunk_ms_med']:.2f}",
+                f"{r['floor_ms_min']:.2f} / {r['floor_ms_med']:.2f}",
+                f"{r['chunk_ms_med'] / r['floor_ms_med']:.2f}",
+                f"{r['chunk_ms_min'] / r['ta']:.3f} / {r['chunk_ms_med'] / r['ta']:.3f} (Ta={r['ta']})",
+                f"{r['act_step_ms_min']:.3f} / {r['act_step_ms_med']:.3f}",
+            ]
+        )
+    columns = ["method", "denoiser calls / chunk", "ms / chunk (min / med)", "floor ms (min / med)"]
+    columns += [
+        "ratio (med / med)",
+        "ms / control step (chunk / Ta)",
+        "act() ms / step, measured (min / med)",
+    ]
+    text = measured([r for k, r in cells.items() if k[0] == "mlp"]) + "\n\n" + table(columns, body)
+    unet = [r for k, r in cells.items() if k[0] == "unet"]
+    if unet:
+        ratios = [r["chunk_ms_med"] / r["floor_ms_med"] for r in unet]
+        ddim = next((r for r in unet if r["method"] == "DP-DDIM-10"), unet[0])
+        text += "\n\n" + prose(
+            f"With `--backbone unet` ({unet[0]['denoiser_params'] / 1e6:.1f}M params) the ratios are "
+            f"{span(ratios, '.2f')} ({ddim['method']}: {ddim['chunk_ms_med']:.0f} ms per chunk). "
+            + measured(unet)
+        )
+    return text
+
+
+def deploy_latency(rows: list[Row]) -> str:
+    """Twin success (mean steps) per injected latency: sync, async with and without inpainting."""
+    ref = rows[-1]  # the cells of the last row's checkpoint, rate and episodes
+    same = [
+        r
+        for r in rows
+        if (r["checkpoint"], r["rate_hz"], r["episodes"], r["blend"])
+        == (ref["checkpoint"], ref["rate_hz"], ref["episodes"], ref["blend"])
+    ]
+    cells = last_per(same, lambda r: (r["latency_ms"], r["mode"], r["inpaint"]))
+
+    def cell(latency: float, mode: str, inpaint: str) -> str:
+        r = cells.get((latency, mode, inpaint))
+        return f"{r['success_rate']:.2f} ({r['mean_steps']:.0f} steps)" if r else ""
+
+    body = [
+        [f"{lat:.0f} ms", cell(lat, "sync", "true"), cell(lat, "async", "true"), cell(lat, "async", "false")]
+        for lat in sorted({k[0] for k in cells})
+    ]
+    caption = prose(
+        f"{measured(list(cells.values()))} {ref['episodes']} episodes per cell at {ref['rate_hz']:g} Hz. `robosteer-eval` of the same checkpoint (`{ref['checkpoint']}`): "
+        f"{ref['reference_success']:.2f} on {ref['reference_episodes']} episodes. Mean policy inference "
+        f"{span([r['infer_ms'] for r in cells.values()], '.0f')} ms per chunk, against a "
+        f"{1000 / ref['rate_hz']:.1f} ms control period."
+    )
+    columns = [
+        "injected round-trip latency",
+        "sync",
+        "async (`inpaint=true`, default)",
+        "async, no inpainting",
+    ]
+    return caption + "\n\n" + table(columns, body)
+
+
+def server_latency(rows: list[Row]) -> str:
+    """Policy-server round trip on loopback vs the bare in-process call (the floor): p50 / p99 / min ms."""
+    cells = last_per(rows, lambda r: r["path"])
+    body = [[p, f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['min_ms']:.2f}"] for p, r in cells.items()]
+    last = rows[-1]
+    caption = prose(
+        f"{measured(list(cells.values()))} Checkpoint `{last['checkpoint']}`, {last['requests']} requests per path."
+    )
+    return caption + "\n\n" + table(["path", "p50 ms", "p99 ms", "min ms"], body)
+
+
+GENERATORS: dict[str, Callable[[list[Row]], str]] = {
+    "expo_vs_rlpd": expo_vs_rlpd,
+    "data_scaling": data_scaling,
+    "vgps_mt10": vgps_mt10,
+    "vgps_mt10_50ep": vgps_mt10_50ep,
+    "dsrl_weak_base": dsrl_weak_base,
+    "collect_quality": collect_quality,
+    "env_speed": env_speed,
+    "render_speed": render_speed,
+    "inference_latency": inference_latency,
+    "server_latency": server_latency,
+    "deploy_latency": deploy_latency,
+}
+
+
+# ---------------------------------------------------------------- fences
+
+
+FENCE = re.compile(r"<!-- table: (?P<name>\S+) rows=(?P<rows>\S+) -->")
+END = "<!-- /table -->"
+
+
+def fences(lines: list[str], where: str) -> list[tuple[int, int, str, list[str]]]:
+    """``(open, close, name, rows files)`` of every fenced block (line indices of its two fences)."""
+    out, start = [], None
+    for i, line in enumerate(lines):
+        m = FENCE.fullmatch(line.strip())
+        if m:
+            if start is not None:
+                raise TableError(
+                    f"{where}:{i + 1}: table fence opened inside the one opened on line {start[0] + 1}"
+                )
+            start = (i, m["name"], m["rows"].split(","))
+        elif line.strip() == END:
+            if start is None:
+                raise TableError(f"{where}:{i + 1}: {END} without an opening fence")
+            out.append((start[0], i, start[1], start[2]))
+            start = None
+    if start is not None:
+        raise TableError(f"{where}:{start[0] + 1}: table {start[1]} is never closed ({END})")
+    return out
+
+
+def render(name: str, rows: list[str], where: str) -> str:
+    """The text a fenced block of table ``name`` holds, drawn from its rows files."""
+    if name not in GENERATORS:
+        raise TableError(f"{where}: unknown table {name!r} (known: {', '.join(GENERATORS)})")
+    try:
+        return GENERATORS[name](load_rows(rows)).strip("\n")
+    except TableError as e:
+        raise TableError(f"{where}: table {name}: {e}") from None
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError, AttributeError) as e:
+        raise TableError(f"{where}: table {name}: {type(e).__name__}: {e}") from None
+
+
+def check(paths: list[Path], write: bool = False) -> int:
+    """Compare (or with ``write`` rewrite) every fenced table in ``paths``: 0 all current, 1 stale, 2 error."""
+    status = 0
+    for path in paths:
+        changed = False
+        shown = str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+        try:
+            lines = path.read_text().split("\n")
+            blocks = fences(lines, shown)
+        except OSError as e:
+            print(f"tables: {shown}: {e.strerror}", file=sys.stderr)
+            status = 2
+            continue
+        except TableError as e:
+            print(f"tables: {e}", file=sys.stderr)
+            status = 2
+            continue
+        for start, end, name, rows in reversed(blocks):  # bottom up: a rewrite keeps the indices above valid
+            try:
+                text = render(name, rows, f"{shown}:{start + 1}")
+            except TableError as e:
+                print(f"tables: {e}", file=sys.stderr)
+                status = 2
+                continue
+            have, want = lines[start + 1 : end], [*text.split("\n"), ""]  # a blank line ends the table
+            if have == want:
+                continue
+            if write:
+                lines[start + 1 : end], changed = want, True
+                print(f"{shown}:{start + 1}: table {name} rewritten from its rows")
+            else:
+                status = max(status, 1)
+                sys.stdout.writelines(
+                    d + "\n"
+                    for d in difflib.unified_diff(
+                        have,
+                        want,
+                        f"{shown}:{start + 1} {name} (as written)",
+                        f"{name} (from its rows)",
+                        lineterm="",
+                    )
+                )
+        if changed:
+            path.write_text("\n".join(lines))
+    if status == 1:
+        print("tables: stale tables above; `python -m scripts.tables --write` redraws them from their rows")
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Check (or ``--write``) the fenced tables of the given markdown files (default README.md, docs/*.md)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="rewrite stale blocks from their rows")
+    parser.add_argument("files", nargs="*", type=Path, help="markdown files (default: README.md docs/*.md)")
+    args = parser.parse_args(argv)
+    files = [p.resolve() for p in args.files] or [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return check(files, args.write)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""`python -m scripts.tables`: every fenced README table is what its committed rows give, and any edit shows."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scripts import tables
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
+
+def fenced_tables() -> list[tuple[str, int, int]]:
+    """(name, open, close) line indices of every fenced table in the committed README."""
+    return [(name, a, b) for a, b, name, _ in tables.fences(README.read_text().split("\n"), "README.md")]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = tables.main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_committed_tables_match_their_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run(capsys)
+    assert (rc, err) == (0, ""), out + err
+    assert len(fenced_tables()) >= 5
+
+
+@pytest.mark.parametrize("name,start,end", [pytest.param(*t, id=t[0]) for t in fenced_tables()])
+def test_editing_one_number_fails_and_write_restores(
+    name: str, start: int, end: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = README.read_text().split("\n")
+    rows = [i for i in range(start + 1, end) if lines[i].startswith("|")][2:]  # past header and separator
+    body = [i for i in rows if re.search(r"\d", lines[i])]
+    i = body[len(body) // 2]  # a data row in the middle of the table
+    cells = lines[i].split("|")
+    c = next(c for c in range(len(cells) - 1, 0, -1) if re.search(r"\d", cells[c]))  # its last numeric cell
+    d = [m.start() for m in re.finditer(r"\d", cells[c])][-1]
+    cells[c] = cells[c][:d] + str((int(cells[c][d]) + 1) % 10) + cells[c][d + 1 :]
+    edited = [*lines[:i], "|".join(cells), *lines[i + 1 :]]
+    copy = tmp_path / "README.md"
+    copy.write_text("\n".join(edited))
+
+    rc, out, _ = run(capsys, str(copy))
+    assert rc == 1 and f"{name} (from its rows)" in out
+    assert run(capsys, "--write", str(copy))[0] == 0
+    assert copy.read_text() == README.read_text()
+    assert run(capsys, str(copy))[0] == 0
+
+
+def fence(md: Path, name: str, rows: str) -> Path:
+    md.write_text(f"# t\n\n<!-- table: {name} rows={rows} -->\n\n<!-- /table -->\n")
+    return md
+
+
+def test_unknown_table_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    md = fence(tmp_path / "x.md", "no_such_table", "docs/results/data_scaling.jsonl")
+    rc, _, err = run(capsys, str(md))
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert f"{md}:3" in err and "unknown table 'no_such_table'" in err
+
+
+def test_missing_rows_file_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    md = fence(tmp_path / "x.md", "data_scaling", str(tmp_path / "absent.jsonl"))
+    rc, _, err = run(capsys, str(md))
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert f"rows file {tmp_path / 'absent.jsonl'} not found" in err
+
+
+def test_malformed_rows_name_file_line_and_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = tmp_path / "rows.jsonl"
+    good = {"task": "push-v3", "policy": "flow", "demos": 10, "seed": 0, "success_rate": 0.5}
+    rows.write_text(json.dumps(good) + "\n{not json\n")
+    md = fence(tmp_path / "x.md", "data_scaling", str(rows))
+    rc, _, err = run(capsys, str(md))
+    assert rc == 2 and f"{rows}:2: malformed row" in err and len(err.strip().splitlines()) == 1
+    rows.write_text(
+        json.dumps(good) + "\n" + json.dumps({k: v for k, v in good.items() if k != "seed"}) + "\n"
+    )
+    rc, _, err = run(capsys, str(md))
+    assert rc == 2 and f"{rows}:2: row has no key 'seed'" in err and len(err.strip().splitlines()) == 1
+
+
+def dsrl_row(task: str, seed: int, variant: str = "na", **kw: object) -> dict:
+    history = [{"env_steps": 0.0, "success_rate": 0.12}, {"env_steps": 50012.0, "success_rate": 0.98}]
+    history.append({"env_steps": 100001.0, "success_rate": 0.98 if seed == 0 else 0.9})
+    return {
+        "task": task, "variant": variant, "seed": seed, "base": {"noise": 0.3, "demos": 100, "steps": 3000},
+        "base_success": 0.42, "success_rate": 0.96, "best_actor_success": 0.95, "best_periodic": 0.98,
+        "episodes": 100, "env_steps": 100001, "wall_s": 3000.0, "history": history,
+        "overrides": ["run.reward=shaped"], "command": "python ...", "commit": "dc7cd6f",
+        "machine": "x86_64 2 cores", "load": 2.1, **kw,
+    }  # fmt: skip
+
+
+def test_dsrl_weak_base_from_fixture_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = tmp_path / "dsrl.jsonl"
+    lines = [
+        dsrl_row("push-v3", 1),
+        dsrl_row("pick-place-v3", 0, success_rate=0.79, best_actor_success=0.92, wall_s=2952.0),
+        dsrl_row("push-v3", 0),
+        dsrl_row("push-v3", 0, variant="sac", success_rate=0.5),
+    ]
+    rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    md = fence(tmp_path / "x.md", "dsrl_weak_base", str(rows))
+    assert run(capsys, str(md))[0] == 1
+    assert run(capsys, "--write", str(md))[0] == 0
+    got = [line for line in md.read_text().splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert got == [
+        "| pick-place-v3 | 0 | 0.42 | 0.98 (50k, 100k) | 0.79 | **0.92** | 100,001 | 49.2 |",
+        "| push-v3 | 0 | 0.42 | 0.98 (50k, 100k) | **0.96** | 0.95 | 100,001 | 50.0 |",
+        "| push-v3 | 1 | 0.42 | 0.98 (50k) | **0.96** | 0.95 | 100,001 | 50.0 |",
+    ]
+    assert run(capsys, str(md))[0] == 0
+    broken = dsrl_row("push-v3", 2)
+    del broken["history"][1]["success_rate"]
+    rows.write_text(rows.read_text() + json.dumps(broken) + "\n")
+    rc, _, err = run(capsys, str(md))
+    assert rc == 2 and f"{rows}:5: row has no key 'success_rate'" in err
+
+
+def test_vgps_rows_without_critic_version_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = (ROOT / "docs/results/vgps_mt10_g20k.jsonl").read_text().splitlines()
+    rows = tmp_path / "vgps.jsonl"
+    first = json.loads(src[0])
+    del first["critic_version"]
+    rows.write_text("\n".join([json.dumps(first), *src[1:]]) + "\n")
+    rc, _, err = run(capsys, str(fence(tmp_path / "x.md", "vgps_mt10", str(rows))))
+    assert rc == 2 and f"{rows}:1: row has no key 'critic_version'" in err
+
+
+def test_generators_are_documented_in_one_line() -> None:
+    for name, gen in tables.GENERATORS.items():
+        assert gen.__doc__ and len(gen.__doc__.strip().splitlines()) == 1, name
+
+
+def test_append_row_adds_provenance(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    tables.append_row(path, {"task": "push-v3", "per_s": 1.5}, ["python", "benchmarks/x.py"])
+    tables.append_row(path, {"task": "reach-v3", "per_s": 2.5}, ["python", "benchmarks/x.py"])
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["task"] for r in rows] == ["push-v3", "reach-v3"]
+    assert {"command", "commit", "machine", "load"} <= set(rows[0]) and rows[0][
+        "command"
+    ] == "python benchmarks/x.py"
+
+
+def test_runs_without_torch_in_seconds() -> None:
+    code = "import sys; from scripts import tables; rc = tables.main([]); print(rc, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split()[-2:] == ["0", "False"], out.stdout + out.stderr
+
+
+def test_unclosed_fence_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    md = tmp_path / "x.md"
+    md.write_text("<!-- table: data_scaling rows=docs/results/data_scaling.jsonl -->\n| a |\n")
+    rc, _, err = run(capsys, str(md))
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "never closed" in err
