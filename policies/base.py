@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from policies.acting import ActionQueue
 from policies.encoders import ObsEncoder
 from policies.nets import ConditionalUnet1D, MLPDenoiser
 from policies.normalizer import Normalizer
@@ -111,8 +112,9 @@ class GenerativePolicy(nn.Module, ABC):
 
     ``act`` keeps per-row state: an observation history of To steps (the first observation of an episode
     is repeated To times, as diffusion_policy's MultiStepWrapper pads) and a queue of Ta actions per row.
-    When some rows' queues are empty, only those rows are re-planned (``_plan`` on the row subset); the
-    other rows keep serving their queues. ``reset(env_ids)`` empties those rows' queues and restarts their
+    When some rows' queues are empty, only those rows are re-planned (``plan`` on the row subset); the
+    other rows keep serving their queues. The queue is :class:`policies.acting.ActionQueue`, the same one
+    steered policies act through. ``reset(env_ids)`` empties those rows' queues and restarts their
     history, so batched evaluation with envs finishing at different times stays correct.
     """
 
@@ -362,80 +364,24 @@ class GenerativePolicy(nn.Module, ABC):
 
     # ------------------------------------------------------------------ acting
     def _clear_act_state(self) -> None:
-        self._batch = 0
-        self._hist: dict[str, torch.Tensor] | None = None  # {key: (B, To, ...)}
-        self._queue: torch.Tensor | None = None  # (B, Ta, Da) raw units
-        self._qpos: torch.Tensor | None = None  # (B,) next index into the queue; Ta = empty
-        self._restart: torch.Tensor | None = None  # (B,) rows whose history restarts at the next obs
+        """A fresh action queue over this policy's own planner, for the current To/Ta."""
+        self.acting = ActionQueue(self, self.config.n_obs_steps, self.config.n_action_steps)
 
-    def _reset_state(self, env_ids: torch.Tensor | None) -> None:
-        """Hook for per-episode state beyond the queue (SDP buffer); ``None`` = all rows."""
+    def reset_rows(self, rows: torch.Tensor | None) -> None:
+        """Hook for per-episode planning state beyond the queue (SDP's buffer); ``None`` = all rows."""
 
     def reset(self, env_ids: Sequence[int] | np.ndarray | torch.Tensor | None = None) -> None:
         """Clear per-episode state for all rows, or only for ``env_ids`` (their queue and history restart)."""
-        if env_ids is None or self._hist is None:
-            self._clear_act_state()
-            self._reset_state(None)
-            return
-        ids = torch.as_tensor(env_ids, dtype=torch.long, device=self.device).reshape(-1)
-        if ids.numel() == 0:
-            return
-        assert self._qpos is not None and self._restart is not None
-        self._qpos[ids] = self.config.n_action_steps
-        self._restart[ids] = True
-        self._reset_state(ids)
+        self.acting.reset(env_ids)
 
-    def _plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
+    def plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
         """Plan chunks (n, Tp, Da) for ``rows`` (None = all) from their obs windows; SDP overrides this."""
         return self.sample(obs)
 
     def act(self, obs: ObsLike) -> torch.Tensor | np.ndarray:
         """Next action (B, Da) for the current single-step obs {key: (B, ...)}; numpy in -> numpy out."""
         to_numpy = any(isinstance(v, np.ndarray) for v in obs.values())
-        cur = self._obs_to_tensors(obs, steps=False)
-        b = next(iter(cur.values())).shape[0]
-        cfg = self.config
-        with torch.no_grad():
-            if self._hist is None or b != self._batch:
-                self._reset_state(None)  # batch-size change re-initialises everything
-                self._batch = b
-                self._hist = {
-                    k: v.unsqueeze(1).repeat_interleave(cfg.n_obs_steps, dim=1) for k, v in cur.items()
-                }
-                self._queue = torch.zeros(b, cfg.n_action_steps, self.action_dim, device=self.device)
-                self._qpos = torch.full((b,), cfg.n_action_steps, dtype=torch.long, device=self.device)
-                self._restart = torch.zeros(b, dtype=torch.bool, device=self.device)
-            else:
-                assert self._restart is not None
-                restart = bool(self._restart.any())
-                for k, v in cur.items():
-                    h = torch.cat([self._hist[k][:, 1:], v.unsqueeze(1)], dim=1)  # (B, To, ...)
-                    if restart:
-                        h[self._restart] = (
-                            v[self._restart].unsqueeze(1).repeat_interleave(cfg.n_obs_steps, dim=1)
-                        )
-                    self._hist[k] = h
-                if restart:
-                    self._restart.zero_()
-            assert self._queue is not None and self._qpos is not None
-            empty = self._qpos >= cfg.n_action_steps  # (B,)
-            n_empty = int(empty.sum())
-            if n_empty:
-                start = cfg.n_obs_steps - 1
-                if n_empty == b:
-                    plan = self._plan(self._hist, None)  # (B, Tp, Da)
-                    self._queue.copy_(plan[:, start : start + cfg.n_action_steps])
-                    self._qpos.zero_()
-                else:
-                    rows = empty.nonzero().squeeze(1)
-                    plan = self._plan({k: v[rows] for k, v in self._hist.items()}, rows)  # (n, Tp, Da)
-                    self._queue[empty] = plan[:, start : start + cfg.n_action_steps].to(self._queue.dtype)
-                    self._qpos[empty] = 0
-            if b == 1:
-                action = self._queue.select(1, int(self._qpos[0])).clone()  # (1, Da), not a view
-            else:
-                action = self._queue[torch.arange(b, device=self._device), self._qpos]  # (B, Da)
-            self._qpos += 1
+        action = self.acting.act(self._obs_to_tensors(obs, steps=False))
         return action.cpu().numpy() if to_numpy else action
 
     def __deepcopy__(self, memo: dict[int, Any]) -> GenerativePolicy:
@@ -446,7 +392,7 @@ class GenerativePolicy(nn.Module, ABC):
         for k, v in self.__dict__.items():
             setattr(new, k, copy.deepcopy(v, memo))
         new._clear_act_state()
-        new._reset_state(None)
+        new.reset_rows(None)
         return new
 
 

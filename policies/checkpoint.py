@@ -495,3 +495,22 @@ def state_dict_hash(module: nn.Module | Mapping[str, torch.Tensor]) -> str:
         h.update(f"{key}|{t.dtype}|{tuple(t.shape)}|".encode())
         h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
+
+
+def jsonable(x: Any) -> Any:
+    """Plain JSON values (numpy scalars, tuples, tensors of one element, paths) for config/metrics files."""
+    if isinstance(x, Mapping):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, torch.Tensor):
+        return x.tolist()
+    if isinstance(x, Path):
+        return str(x)
+    if x is None or isinstance(x, bool | int | float | str):
+        return x
+    return str(x)

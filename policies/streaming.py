@@ -335,12 +335,13 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
             buf = self._q_sample(self._sample_normalized(cond, noise), torch.randn_like(noise), t)
         return buf, levels
 
-    def _reset_state(self, env_ids: torch.Tensor | None) -> None:
-        if env_ids is None:
+    def reset_rows(self, rows: torch.Tensor | None) -> None:
+        """Rows reset by the action queue re-initialise their stream buffer at their next plan."""
+        if rows is None:
             self._buffer = self._levels = self._needs_init = None
             self._pending_init = False
         elif self._needs_init is not None:
-            self._needs_init[env_ids.to(self._needs_init.device)] = True
+            self._needs_init[rows.to(self._needs_init.device)] = True
             self._pending_init = True
 
     def stream_step(self, obs: Mapping[str, Any], init_noise: Any = None) -> torch.Tensor:
@@ -353,13 +354,13 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
             cond = self.encode_obs(obs)
             return self._stream(cond, None, init_noise)
 
-    def _plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
+    def plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
         with torch.no_grad():
             return self._stream(self.encode_obs(obs), rows, None)
 
     def _stream(self, cond: torch.Tensor, rows: torch.Tensor | None, init_noise: Any) -> torch.Tensor:
         n_rows = cond.shape[0]
-        full_b = n_rows if rows is None else self._batch
+        full_b = n_rows if rows is None else (-1 if self._buffer is None else self._buffer.shape[0])
         if self._buffer is None or self._buffer.shape[0] != full_b:
             if rows is not None:  # first plan with a subset cannot happen through act(); guard anyway
                 raise RuntimeError("SDP buffer missing for a partial-row plan; call reset() first")

@@ -72,21 +72,21 @@ def is_loopback(host: str) -> bool:
 class PolicyBackend:
     """The policy contract (``sample``, ``act``, ``reset``) over numpy, for a plain or a steered policy.
 
-    Why: steering wrappers (DSRL's ``SteeredPolicy``) plan chunks through their actor but do not define
-    ``sample``; this adapter gives the server one surface for both, and its metadata is what the
-    handshake announces (shape_meta, noise_shape, To/Tp/Ta).
+    Why: a steered policy (a ``ChunkPolicy``: DSRL's ``SteeredPolicy``, EXPO's ``OTFPolicy``) picks its own
+    noise and takes no prefix; this adapter gives the server one surface for both, and its metadata is what
+    the handshake announces (shape_meta, noise_shape, To/Tp/Ta).
     """
 
     def __init__(self, policy: Any, name: str = "policy") -> None:
         import torch
 
+        from policies.acting import ChunkPolicy
+
         self.policy = policy
         self.name = name
         self._torch = torch
-        self._steered = (
-            hasattr(policy, "agent") and hasattr(policy, "policy") and not hasattr(policy, "sample")
-        )
-        base = policy.policy if self._steered else policy
+        self._steered = isinstance(policy, ChunkPolicy)
+        base = policy.base if self._steered else policy
         self.base = base
         self.shape_meta: dict[str, Any] = dict(base.shape_meta)
         self.specs = obs_specs(self.shape_meta)
@@ -126,7 +126,7 @@ class PolicyBackend:
         with torch.no_grad():
             if self._steered and noise is None:
                 t = {k: torch.as_tensor(v) for k, v in obs.items()}
-                out = self.policy._plan(t, None)  # the actor picks the noise
+                out = self.policy.sample(t)  # the actor picks the noise
             elif prefix is not None:
                 out = self.base.sample(dict(obs), noise=noise, prefix=prefix)
             else:
@@ -152,21 +152,19 @@ class PolicyBackend:
 
 
 def _fork(obj: Any) -> Any:
-    """Shallow copy of a policy (and of a wrapped ``.policy`` that acts, as steering wrappers hold): the
-    copy's act state is reassigned by ``reset()`` without touching the original's; the weights are shared."""
+    """Shallow copy of a policy with a fresh action queue: the weights are shared, the act state (history,
+    queue, and the planner's own state such as SDP's buffer when the policy plans for itself) is not."""
     import torch
+
+    from policies.acting import ActionQueue
 
     clone = copy.copy(obj)
     if isinstance(obj, torch.nn.Module):  # their own registries, so an assignment on the copy stays there
         for name in ("_modules", "_parameters", "_buffers"):
             object.__setattr__(clone, name, type(getattr(obj, name))(getattr(obj, name)))
-    inner = getattr(obj, "policy", None)
-    if (
-        inner is not None
-        and callable(getattr(inner, "act", None))
-        and callable(getattr(inner, "reset", None))
-    ):
-        clone.policy = _fork(inner)
+    queue = getattr(obj, "acting", None)
+    if isinstance(queue, ActionQueue):
+        clone.acting = queue.fork(clone if queue.planner is obj else queue.planner)
     return clone
 
 
@@ -333,18 +331,13 @@ class FairWorker:
 
 
 def load_backend(path: str | Path, which: str = "best", deterministic: bool = True) -> PolicyBackend:
-    """A run directory of robosteer-train or robosteer-steer (DSRL) -> a servable backend."""
-    from policies import load_policy
-    from policies.steering import is_steering_run, load_steered_policy
+    """A run directory of robosteer-train or robosteer-steer (DSRL, EXPO) -> a servable backend."""
+    from policies.loading import ACTING_KINDS, load, run_kind
 
-    if is_steering_run(path):
-        policy = load_steered_policy(
-            path, deterministic=deterministic, which="best" if which == "best" else "latest"
-        )
-    else:
-        policy = load_policy(path, which=which)
-    policy.eval()
-    return PolicyBackend(policy, name=str(path))
+    kind = run_kind(path)
+    if kind not in ACTING_KINDS:
+        raise ValueError(f"{path} is a {kind} run, which does not act: serve a robosteer-train or -steer run")
+    return PolicyBackend(load(path, which=which, deterministic=deterministic), name=str(path))
 
 
 class PolicyServer:

@@ -31,7 +31,7 @@ def start_run(cfg: DictConfig) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     if "seed" in cfg:
-        from policies.train.trainer import seed_everything
+        from policies.rng import seed_everything
 
         seed_everything(int(cfg.seed))
     return run_dir
@@ -77,7 +77,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> Path:
     """Write ``metrics.json`` atomically (numpy values converted) and return its path."""
-    from policies.train.trainer import jsonable
+    from policies.checkpoint import jsonable
 
     path = Path(run_dir) / "metrics.json"
     atomic_write_text(path, json.dumps(jsonable(metrics), indent=2, sort_keys=True) + "\n")

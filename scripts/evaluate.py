@@ -156,16 +156,17 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     else:
         if not cfg.checkpoint:
             raise ValueError("policy=checkpoint needs checkpoint=<run dir>, e.g. checkpoint=runs/dp")
-        from policies import load_policy
-        from policies.steering import is_steering_run, load_steered_policy
+        from policies.loading import ACTING_KINDS, load, run_kind
+        from policies.steering import STEERING_KINDS
 
-        steered = is_steering_run(cfg.checkpoint)
-        if steered:  # a robosteer-steer run: its base + the steering actor
-            which = "best" if cfg.which == "best" else "latest"
-            policy = load_steered_policy(cfg.checkpoint, deterministic=bool(cfg.deterministic), which=which)
-        else:
-            policy = load_policy(cfg.checkpoint, which=cfg.which)
-        policy.eval()
+        kind = run_kind(cfg.checkpoint)
+        if kind not in ACTING_KINDS:
+            raise ValueError(
+                f"checkpoint={cfg.checkpoint} is a {kind} run, which does not act: pass a run of "
+                f"robosteer-train or robosteer-steer (a critic goes to critic= with steer=vgps)"
+            )
+        steered = kind in STEERING_KINDS  # a robosteer-steer run: its base + the steering actor
+        policy = load(cfg.checkpoint, which=str(cfg.which), deterministic=bool(cfg.deterministic))
         task = cfg.task or policy.task
         if not task:
             raise ValueError(f"the checkpoint {cfg.checkpoint} names no task: pass task=<name>")

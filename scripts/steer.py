@@ -7,6 +7,8 @@ optimizers, replay buffer, RNG), plots/learning_curve.png and metrics.json with 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,83 @@ from omegaconf import DictConfig, OmegaConf
 
 from scripts.common import CONFIG_DIR, atomic_write_text, exit_codes, format_table, start_run, write_metrics
 
-ALGOS = ("dsrl", "expo")
+
+@dataclass
+class Steering:
+    """What every algorithm's builder gets: the config, the frozen base and the facts derived from it."""
+
+    cfg: DictConfig
+    base: Any
+    task: str
+    keys: tuple[str, ...]  # the low-dim obs keys the learner reads
+    to: int  # the base's To
+    ta: int  # the base's Ta
+    exec_steps: int  # env steps per MDP action
+    obs_dim: int  # To · Σ key sizes
+    device: Any
+
+    def offline(self) -> dict[str, Any] | None:
+        """``offline=<demos>`` as chunk-MDP transitions of ``exec_steps`` (their action named ``taken``)."""
+        if not self.cfg.offline:
+            return None
+        from policies.rl import chunk_transitions
+
+        run = self.cfg.run
+        data = chunk_transitions(
+            str(self.cfg.offline),
+            self.keys,
+            self.to,
+            self.exec_steps,
+            reward=str(run.reward),
+            reward_scale=float(run.reward_scale),
+        )
+        data["taken"] = data.pop("action")
+        return data
+
+
+def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., dict[str, Any]]]:
+    """DSRL-NA / DSRL-SAC over the base's latent noise (offline demos: NA's critic only)."""
+    from policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
+
+    cfg = s.cfg
+    if cfg.offline and cfg.variant != "na":
+        raise ValueError(
+            f"offline={cfg.offline} needs variant=na: DSRL-SAC's critic is over latents, not actions"
+        )
+    offline = s.offline()
+    agent = DSRL(
+        s.base,
+        s.obs_dim,
+        slice(s.to - 1, s.to - 1 + s.ta),
+        DSRLConfig(variant=cfg.variant, **OmegaConf.to_container(cfg.dsrl)),
+        obs_keys=s.keys,
+        device=s.device,
+    )
+    return agent, offline, run_dsrl
+
+
+def build_expo(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., dict[str, Any]]]:
+    """EXPO (or RLPD, best-of-N): demos feed the critic's offline half and the base's imitation windows."""
+    from policies.steering.expo import EXPO, EXPOConfig, bc_windows, run_expo
+
+    cfg = s.cfg
+    expo_values = OmegaConf.to_container(cfg.expo)
+    if expo_values["edit_scale"] is None:  # β per task (the reference sets it per script)
+        scales = OmegaConf.to_container(cfg.edit_scales)
+        expo_values["edit_scale"] = float(scales.get(s.task, scales["default"]))
+    offline = s.offline()
+    bc = bc_windows(str(cfg.offline), s.keys, s.to, s.base.config.horizon, s.ta) if cfg.offline else None
+    agent = EXPO(
+        s.base, s.obs_dim, EXPOConfig(**expo_values), obs_keys=s.keys, bc_offline=bc, device=s.device
+    )
+    return agent, offline, run_expo
+
+
+# algo=<name>: (builder, env steps per MDP action given (cfg, Ta)); a new algorithm adds one entry here
+ALGOS: dict[str, tuple[Callable[[Steering], Any], Callable[[DictConfig, int], int]]] = {
+    "dsrl": (build_dsrl, lambda cfg, ta: ta),
+    "expo": (build_expo, lambda cfg, ta: 1 if cfg.expo.action == "single" else ta),
+}
 
 
 def _algo(cfg: DictConfig) -> str:
@@ -25,7 +103,7 @@ def _algo(cfg: DictConfig) -> str:
     algo = HydraConfig.get().runtime.choices.get("algo") if HydraConfig.initialized() else None
     algo = algo or ("expo" if "expo" in cfg else "dsrl")
     if algo not in ALGOS:
-        raise ValueError(f"algo={algo!r} is not known: expected one of {ALGOS}")
+        raise ValueError(f"algo={algo!r} is not known: expected one of {tuple(ALGOS)}")
     return algo
 
 
@@ -56,8 +134,6 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     import sim
     from policies import load_policy
     from policies.checkpoint import find_checkpoint, read_checkpoint_config, state_dict_hash
-    from policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
-    from policies.steering.expo import EXPO, EXPOConfig, bc_windows, run_expo
     from policies.steering.loop import OnlineRunConfig, resolve_device
     from policies.steering.scratch import SCRATCH, make_scratch_base
 
@@ -95,7 +171,8 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     if len(keys) != len(base.shape_meta["obs"]):
         raise ValueError("DSRL here steers state-based policies: the base uses image observations")
     to, ta = base.config.n_obs_steps, base.config.n_action_steps
-    exec_steps = 1 if algo == "expo" and cfg.expo.action == "single" else ta  # env steps per MDP action
+    build, exec_steps_of = ALGOS[algo]
+    exec_steps = exec_steps_of(cfg, ta)  # env steps per MDP action
     env = sim.make_env(
         task,
         num_envs=int(cfg.num_envs),
@@ -108,55 +185,8 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         randomization=cfg.get("randomization"),
     )
     obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
-    offline = None
-    if algo == "expo":
-        from policies.rl import chunk_transitions
-
-        expo_values = OmegaConf.to_container(cfg.expo)
-        if expo_values["edit_scale"] is None:  # β per task (the reference sets it per script)
-            scales = OmegaConf.to_container(cfg.edit_scales)
-            expo_values["edit_scale"] = float(scales.get(task, scales["default"]))
-        expo_cfg = EXPOConfig(**expo_values)
-        bc = None
-        if cfg.offline:  # demos: the critic's offline half and the base's imitation windows
-            offline = chunk_transitions(
-                str(cfg.offline),
-                keys,
-                to,
-                exec_steps,
-                reward=str(cfg.run.reward),
-                reward_scale=float(cfg.run.reward_scale),
-            )
-            offline["taken"] = offline.pop("action")
-            bc = bc_windows(str(cfg.offline), keys, to, base.config.horizon, ta)
-        agent = EXPO(base, obs_dim, expo_cfg, obs_keys=keys, bc_offline=bc, device=device)
-        run_loop = run_expo
-    elif cfg.offline:
-        if cfg.variant != "na":
-            raise ValueError(
-                f"offline={cfg.offline} needs variant=na: DSRL-SAC's critic is over latents, not actions"
-            )
-        from policies.rl import chunk_transitions
-
-        offline = chunk_transitions(
-            str(cfg.offline),
-            keys,
-            to,
-            ta,
-            reward=str(cfg.run.reward),
-            reward_scale=float(cfg.run.reward_scale),
-        )
-        offline["taken"] = offline.pop("action")
-    if algo == "dsrl":
-        agent = DSRL(
-            base,
-            obs_dim,
-            slice(to - 1, to - 1 + ta),
-            DSRLConfig(variant=cfg.variant, **OmegaConf.to_container(cfg.dsrl)),
-            obs_keys=keys,
-            device=device,
-        )
-        run_loop = run_dsrl
+    steering = Steering(cfg, base, task, keys, to, ta, exec_steps, obs_dim, device)
+    agent, offline, run_loop = build(steering)
     run_cfg = OnlineRunConfig(
         env_steps=int(cfg.env_steps),
         seed=int(cfg.seed),

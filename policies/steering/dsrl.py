@@ -22,8 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from policies.acting import ChunkPolicy
 from policies.rl import CriticEnsemble, ReplayBuffer, TanhGaussianActor, Temperature, polyak_update
-from policies.steering.loop import OnlineRunConfig, ReplannedPolicy, Sampler, load_run, run_online
+from policies.steering.loop import OnlineRunConfig, Sampler, load_run, run_online
 
 VARIANTS = ("na", "sac")
 LATENTS = ("full", "shared")
@@ -459,23 +460,30 @@ class DSRLRunConfig(OnlineRunConfig):
     """The shared online loop's knobs (``policies.steering.loop``), with DSRL's defaults."""
 
 
-class SteeredPolicy(ReplannedPolicy):
-    """The base policy's ``act``/``reset`` machinery, with every chunk planned from the actor's latent."""
+class LatentPlanner:
+    """DSRL's chunk planner: the frozen base decoded at the latent its actor picks for the obs window."""
 
     def __init__(self, base: Any, agent: DSRL, deterministic: bool = True) -> None:
-        super().__init__(base)
-        self.agent = agent
-        self.deterministic = deterministic
+        self.base, self.agent, self.deterministic = base, agent, deterministic
 
-    def eval(self) -> SteeredPolicy:
-        """Both parts always act in inference mode (the base is frozen, the actor is sampled as configured)."""
-        self.policy.eval()
+    def plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
+        latent, _ = self.agent.actor(self.agent.features(obs), deterministic=self.deterministic)
+        return self.base.sample(obs, noise=self.agent.to_noise(latent))  # (n, Tp, Da)
+
+    def reset_rows(self, rows: torch.Tensor | None) -> None:
+        """Stateless: every chunk depends on the current obs window only."""
+
+    def eval(self) -> LatentPlanner:
         self.agent.eval()
         return self
 
-    def _plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
-        latent, _ = self.agent.actor(self.agent.features(obs), deterministic=self.deterministic)
-        return self.policy.sample(obs, noise=self.agent.to_noise(latent))
+
+class SteeredPolicy(ChunkPolicy):
+    """Base + DSRL actor acting step by step: :class:`LatentPlanner` under the shared action queue."""
+
+    def __init__(self, base: Any, agent: DSRL, deterministic: bool = True) -> None:
+        super().__init__(LatentPlanner(base, agent, deterministic), base)
+        self.agent = agent
 
 
 def load_steered_policy(path: str, deterministic: bool = True, which: str = "latest") -> SteeredPolicy:

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from policies.acting import ChunkPolicy
 from policies.rl import (
     CriticEnsemble,
     ReplayBuffer,
@@ -39,7 +40,7 @@ from policies.rl import (
     polyak_update,
     sample_mixed,
 )
-from policies.steering.loop import ReplannedPolicy, Sampler, load_run, run_online
+from policies.steering.loop import Sampler, load_run, run_online
 
 POLICIES = ("otf", "sac")
 ACTIONS = ("chunk", "single")
@@ -535,27 +536,36 @@ def bc_windows(
     return {**{f"obs/{k}": v for k, v in batch["obs"].items()}, "action": batch["action"]}
 
 
-class OTFPolicy(ReplannedPolicy):
-    """The EMA base's ``act``/``reset`` machinery, every plan's executed rows chosen by the OTF policy.
+class OTFPlanner:
+    """EXPO's chunk planner: every plan's executed rows chosen by the on-the-fly operator over the EMA base.
 
-    Single-step EXPO replans every env step; the chunked variant every Ta steps. RLPD plays its actor's mean.
+    Single-step EXPO re-plans every env step; the chunked variant every Ta steps. RLPD plays its actor's mean.
     """
 
     def __init__(self, agent: EXPO) -> None:
-        super().__init__(agent.base_ema, n_action_steps=agent.exec_steps)
         self.agent = agent
 
-    def eval(self) -> OTFPolicy:
-        self.policy.eval()
-        self.agent.eval()
-        return self
-
-    def _plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
+    def plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
         agent = self.agent
         a = agent.policy_action(obs, agent.base_ema, deterministic=True)  # (n, d)
         plan = torch.zeros(a.shape[0], *agent.noise_shape, device=a.device)  # (n, Tp, Da); executed rows read
         plan[:, agent.exec_slice] = agent.to_chunk(a)
         return plan
+
+    def reset_rows(self, rows: torch.Tensor | None) -> None:
+        """Stateless: every chunk depends on the current obs window only."""
+
+    def eval(self) -> OTFPlanner:
+        self.agent.eval()
+        return self
+
+
+class OTFPolicy(ChunkPolicy):
+    """The EMA base's To and shape, acting through :class:`OTFPlanner` under the shared action queue."""
+
+    def __init__(self, agent: EXPO) -> None:
+        super().__init__(OTFPlanner(agent), agent.base_ema, n_action_steps=agent.exec_steps)
+        self.agent = agent
 
 
 def run_expo(agent: EXPO, env: Any, cfg: Any, out_dir: str, **kwargs: Any) -> dict[str, Any]:

@@ -145,41 +145,6 @@ class OnlineLearner(Protocol):
     def load_state_dict(self, state: Any) -> Any: ...
 
 
-class ReplannedPolicy:
-    """The base policy's own ``act``/``reset`` machinery with its planner replaced by ``_plan``.
-
-    Lets the evaluation harness (and later the policy server) run base + steering learner exactly like any
-    policy: per-step ``act(obs)``, To-step history, action queue, per-row resets. ``n_action_steps``
-    overrides how many actions of each plan are executed (EXPO's single-step mode replans every step).
-    """
-
-    def __init__(self, base: Any, n_action_steps: int | None = None) -> None:
-        import copy
-        import dataclasses
-
-        self.policy = copy.deepcopy(base)
-        if n_action_steps is not None and n_action_steps != self.policy.config.n_action_steps:
-            self.policy.config = dataclasses.replace(self.policy.config, n_action_steps=int(n_action_steps))
-            self.policy._clear_act_state()
-        self.policy._plan = self._plan  # instance attribute: overrides the class's planner for this copy
-        self.shape_meta = self.policy.shape_meta
-        self.task = getattr(base, "task", None)
-
-    def _plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
-        raise NotImplementedError
-
-    def eval(self) -> ReplannedPolicy:
-        self.policy.eval()
-        return self
-
-    def reset(self, env_ids: Any = None) -> None:
-        self.policy.reset(env_ids)
-
-    def act(self, obs: dict[str, Any]) -> Any:
-        with torch.no_grad():
-            return self.policy.act(obs)
-
-
 def final_obs(
     info: dict[str, Any], next_obs: dict[str, Any], done: Any, keys: tuple[str, ...]
 ) -> dict[str, Any]:
@@ -263,14 +228,14 @@ def run_online(
     last observation. ``eval_fn(policy) -> {"success_rate", ...}`` evaluates ``learner.eval_policy()``.
     ``offline``: transitions with the replay's fields, mixed into every batch at ``offline_ratio``.
     """
-    from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
     from policies.checkpoint import load_checkpoint, save_checkpoint
     from policies.rl import ReplayBuffer, sample_mixed
     from policies.rl.offline import shaped_chunk_reward
+    from policies.rng import get_rng_state, set_rng_state
+    from policies.run_log import RunLog
     from policies.train.guard import check_finite, check_finite_weights, losses
-    from policies.train.trainer import get_rng_state, set_rng_state
 
     out = Path(out_dir)
     device = resolve_device(cfg.device)  # the learner was built there (DSRL/EXPO ``device=``)
@@ -345,7 +310,7 @@ def run_online(
             return
         m = dict(eval_fn(learner.eval_policy()))
         history.append({"env_steps": float(counters["env_steps"]), "success_rate": float(m["success_rate"])})
-        tb.add_scalar("eval/success_rate", m["success_rate"], counters["env_steps"])
+        tb.scalar("eval/success_rate", m["success_rate"], counters["env_steps"])
         if (
             m["success_rate"] > best["success_rate"]
         ):  # the learner that scored best (robosteer-eval which=best)
@@ -357,7 +322,7 @@ def run_online(
     def sample(batch_size: int) -> dict[str, Any]:
         return as_batch(sample_mixed(offline_buf, buffer, batch_size, cfg.offline_ratio, gen), keys)
 
-    tb = SummaryWriter(str(out / "tb"))
+    tb = RunLog(out, resume_step=int(counters["env_steps"]))  # a resumed run drops its stale events
     start = time.perf_counter()
     # Resumed runs restart their episodes from a fresh seed: env simulator state is not checkpointed.
     obs = env.reset(seed=cfg.seed + 7919 * counters["transitions"])
@@ -429,16 +394,14 @@ def run_online(
         if counters["env_steps"] >= next_log:
             next_log += cfg.log_every
             elapsed = max(time.perf_counter() - start, 1e-9)
-            tb.add_scalar("perf/env_steps_per_s", counters["env_steps"] / elapsed, counters["env_steps"])
-            tb.add_scalar("perf/updates_per_s", counters["updates"] / elapsed, counters["env_steps"])
+            tb.scalar("perf/env_steps_per_s", counters["env_steps"] / elapsed, counters["env_steps"])
+            tb.scalar("perf/updates_per_s", counters["updates"] / elapsed, counters["env_steps"])
             for k, v in info_acc.items():
-                tb.add_scalar(f"train/{k}", v, counters["env_steps"])
+                tb.scalar(f"train/{k}", v, counters["env_steps"])
             if recent:
                 rate = float(np.mean([s for s, _ in recent[-50:]]))
-                tb.add_scalar("train/success_rate", rate, counters["env_steps"])
-                tb.add_scalar(
-                    "train/return", float(np.mean([x for _, x in recent[-50:]])), counters["env_steps"]
-                )
+                tb.scalar("train/success_rate", rate, counters["env_steps"])
+                tb.scalar("train/return", float(np.mean([x for _, x in recent[-50:]])), counters["env_steps"])
                 bar.set_postfix(success=f"{rate:.0%}", q=f"{info_acc.get('q', 0):.2f}")
         if next_eval is not None and counters["env_steps"] >= next_eval:
             next_eval += cfg.eval_every

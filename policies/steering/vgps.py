@@ -26,6 +26,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from policies.acting import ActionQueue
+
 SCORES = ("first", "chunk")
 
 
@@ -118,7 +120,7 @@ class VGPSPolicy:
         self.shape_meta = getattr(policy, "shape_meta", None)
         self.task = getattr(policy, "task", None)
         self.timing = {"plans": 0, "sample_s": 0.0, "score_s": 0.0}
-        self._clear()
+        self.acting = ActionQueue(self, self.n_obs_steps, self.n_action_steps)
 
     # ------------------------------------------------------------------------------------------ planning
     def _score(self, obs: Mapping[str, torch.Tensor], executed: torch.Tensor) -> torch.Tensor:
@@ -177,59 +179,23 @@ class VGPSPolicy:
         return start
 
     # ------------------------------------------------------------------------------------------ acting
-    def _clear(self) -> None:
-        self._hist: dict[str, torch.Tensor] | None = None  # {key: (B, To, ...)}
-        self._queue: torch.Tensor | None = None  # (B, Ta, Da)
-        self._qpos: np.ndarray | None = None  # (B,) next queue index; Ta = empty
-        self._restart: np.ndarray | None = None  # (B,) rows whose history restarts
+    def plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
+        """The action queue's planner: the steered chunk (n, Tp, Da) for the rows whose queue ran out."""
+        return self.sample(obs)
+
+    def reset_rows(self, rows: torch.Tensor | None) -> None:
+        """No per-row planning state: each re-plan scores fresh candidates."""
 
     def reset(self, env_ids: Sequence[int] | np.ndarray | None = None) -> None:
-        """Clear all rows' (or ``env_ids``') history and queue; the policy's own state is reset too."""
+        """Clear all rows' (or ``env_ids``') history and queue; a full reset resets the policy too."""
         reset = getattr(self.policy, "reset", None)
-        if env_ids is None or self._hist is None:
-            self._clear()
-            if reset is not None:
-                reset()
-            return
-        ids = np.asarray(env_ids, dtype=np.int64).reshape(-1)
-        assert self._qpos is not None and self._restart is not None
-        self._qpos[ids] = self.n_action_steps
-        self._restart[ids] = True
+        if (env_ids is None or self.acting.hist is None) and reset is not None:
+            reset()
+        self.acting.reset(env_ids)
 
     def act(self, obs: Mapping[str, Any]) -> np.ndarray | torch.Tensor:
         """Next action (B, Da) for the current single-step obs {key: (B, ...)}; numpy in → numpy out."""
-        to_numpy = any(isinstance(v, np.ndarray) for v in obs.values())
-        cur = {k: torch.as_tensor(v) for k, v in obs.items()}
-        b = next(iter(cur.values())).shape[0]
-        to, ta = self.n_obs_steps, self.n_action_steps
-        if self._hist is None or next(iter(self._hist.values())).shape[0] != b:
-            self._hist = {k: v.unsqueeze(1).repeat_interleave(to, dim=1) for k, v in cur.items()}
-            self._qpos = np.full(b, ta, dtype=np.int64)
-            self._restart = np.zeros(b, dtype=bool)
-            self._queue = None
-        else:
-            assert self._restart is not None
-            for k, v in cur.items():
-                h = torch.cat([self._hist[k][:, 1:], v.unsqueeze(1)], dim=1)  # (B, To, ...)
-                if self._restart.any():
-                    h[self._restart] = v[self._restart].unsqueeze(1).repeat_interleave(to, dim=1)
-                self._hist[k] = h
-            self._restart[:] = False
-        assert self._qpos is not None
-        empty = self._qpos >= ta
-        if empty.any():
-            rows = np.flatnonzero(empty)
-            plan = self.sample({k: v[rows] for k, v in self._hist.items()})  # (n, Tp, Da)
-            start = self._check_rows(plan)
-            chunk = plan[:, start : start + ta].float()  # (n, Ta, Da)
-            if self._queue is None:
-                self._queue = torch.zeros(b, ta, chunk.shape[-1])
-            self._queue[rows] = chunk
-            self._qpos[rows] = 0
-        assert self._queue is not None
-        action = self._queue[torch.arange(b), torch.as_tensor(self._qpos)]  # (B, Da)
-        self._qpos += 1
-        return action.numpy() if to_numpy else action
+        return self.acting.act(obs)
 
     def eval(self) -> VGPSPolicy:
         """Inference mode for local modules (no-op for remote clients)."""

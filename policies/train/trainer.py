@@ -17,9 +17,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import math
 import os
-import random
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -32,7 +30,10 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
-from policies.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from policies.checkpoint import Checkpoint, jsonable, load_checkpoint, save_checkpoint
+from policies.optim import lr_lambda
+from policies.rng import get_rng_state, seed_everything, set_rng_state
+from policies.run_log import RunLog
 from policies.train.ema import EMAModel
 from policies.train.guard import NonFiniteError, check_finite
 
@@ -88,27 +89,6 @@ class TrainConfig:
 
 
 # --------------------------------------------------------------------------------------------------
-
-
-def lr_lambda(name: str, warmup_steps: int, total_steps: int) -> Callable[[int], float]:
-    """LR multiplier: linear warm-up, then cosine / linear decay to 0 at ``total_steps``, or constant.
-
-    Same curves as diffusers' ``get_scheduler`` (cosine with half a period), without importing diffusers.
-    """
-    if name not in ("cosine", "linear", "constant"):
-        raise ValueError(f"lr_scheduler={name!r}: expected one of ['cosine', 'linear', 'constant']")
-
-    def fn(step: int) -> float:
-        if step < warmup_steps:
-            return float(step) / float(max(1, warmup_steps))
-        if name == "constant":
-            return 1.0
-        progress = float(step - warmup_steps) / float(max(1, total_steps - warmup_steps))
-        if name == "linear":
-            return max(0.0, 1.0 - progress)
-        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
-
-    return fn
 
 
 class InfiniteSampler(Sampler[int]):
@@ -183,45 +163,6 @@ def _to_device(x: Any, device: torch.device) -> Any:
     if isinstance(x, list | tuple):
         return type(x)(_to_device(v, device) for v in x)
     return x
-
-
-def get_rng_state() -> dict[str, Any]:
-    """All RNG states that training consumes: python, numpy (global), torch CPU and CUDA."""
-    np_state = np.random.get_state()
-    state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": {
-            "name": np_state[0],
-            "key": np_state[1],
-            "pos": int(np_state[2]),
-            "has_gauss": int(np_state[3]),
-            "cached_gaussian": float(np_state[4]),
-        },
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: Mapping[str, Any]) -> None:
-    """Restore states from :func:`get_rng_state`."""
-    py = state["python"]
-    random.setstate((py[0], tuple(py[1]), py[2]))
-    n = state["numpy"]
-    np.random.set_state(
-        (n["name"], np.asarray(n["key"], dtype=np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
-    )
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(list(state["cuda"]))
-
-
-def seed_everything(seed: int) -> None:
-    """Seed python, numpy and torch (all devices)."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 def _dist() -> tuple[int, int]:
@@ -537,7 +478,7 @@ class Trainer:
             for k, v in metrics.items():
                 s = _scalar(v)
                 if s is not None and k != "step":
-                    writer.add_scalar(f"eval/{k}", s, self.step)
+                    writer.scalar(f"eval/{k}", s, self.step)
         sr = metrics.get("success_rate")
         if sr is not None and float(sr) >= self.best.success_rate:
             self.best = _Best(float(sr), self.step, metrics)
@@ -568,9 +509,7 @@ class Trainer:
         writer = None
         if self.is_main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            from torch.utils.tensorboard import SummaryWriter
-
-            writer = SummaryWriter(str(self.out_dir / "tb"), purge_step=self.step if self.step else None)
+            writer = RunLog(self.out_dir, resume_step=self.step)
         pbar = None
         if self.is_main and cfg.progress:
             from tqdm.auto import tqdm
@@ -631,22 +570,22 @@ class Trainer:
                     last_loss = mean_loss
                     if writer is not None:
                         lr = self.optimizer.param_groups[0]["lr"]
-                        writer.add_scalar("train/loss", mean_loss, self.step)
-                        writer.add_scalar("train/lr", lr, self.step)
-                        writer.add_scalar("train/grad_norm", float(grad_norm), self.step)
-                        writer.add_scalar("time/data_s_per_step", win_data / win_n, self.step)
-                        writer.add_scalar("time/update_s_per_step", win_update / win_n, self.step)
-                        writer.add_scalar(
+                        writer.scalar("train/loss", mean_loss, self.step)
+                        writer.scalar("train/lr", lr, self.step)
+                        writer.scalar("train/grad_norm", float(grad_norm), self.step)
+                        writer.scalar("time/data_s_per_step", win_data / win_n, self.step)
+                        writer.scalar("time/update_s_per_step", win_update / win_n, self.step)
+                        writer.scalar(
                             "time/samples_per_s",
                             samples_per_step * win_n / max(1e-9, win_data + win_update),
                             self.step,
                         )
                         if self.ema is not None:
-                            writer.add_scalar("train/ema_decay", self.ema.decay, self.step)
+                            writer.scalar("train/ema_decay", self.ema.decay, self.step)
                         for k, v in (info or {}).items():
                             s = _scalar(v)
                             if s is not None:
-                                writer.add_scalar(f"train/{k}", s, self.step)
+                                writer.scalar(f"train/{k}", s, self.step)
                     if pbar is not None:
                         pbar.set_postfix(
                             loss=f"{mean_loss:.4f}", lr=f"{self.optimizer.param_groups[0]['lr']:.2e}"
@@ -716,25 +655,6 @@ class Trainer:
         if self.world_size > 1:
             dist.barrier()
         return metrics
-
-
-def jsonable(x: Any) -> Any:
-    """Plain JSON values (numpy scalars, tuples, tensors of one element, paths) for config/metrics files."""
-    if isinstance(x, Mapping):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, torch.Tensor):
-        return x.tolist()
-    if isinstance(x, Path):
-        return str(x)
-    if x is None or isinstance(x, bool | int | float | str):
-        return x
-    return str(x)
 
 
 def train(

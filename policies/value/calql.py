@@ -25,8 +25,8 @@ import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
+from policies.optim import lr_lambda
 from policies.rl import NormalizedCritic, TanhGaussianActor, Temperature, polyak_update
-from policies.train.trainer import lr_lambda
 
 
 @dataclass

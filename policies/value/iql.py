@@ -19,8 +19,8 @@ import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
+from policies.optim import lr_lambda
 from policies.rl import NormalizedCritic, mlp, polyak_update
-from policies.train.trainer import lr_lambda
 
 
 @dataclass

@@ -185,7 +185,7 @@ def train_value(
     meta: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train ``steps`` updates; TensorBoard under ``out/tb``, ``checkpoints/latest``; returns final figures."""
-    from torch.utils.tensorboard import SummaryWriter
+    from policies.run_log import RunLog
 
     out = Path(out_dir)
     latest = out / "checkpoints" / "latest"
@@ -224,7 +224,7 @@ def train_value(
         )
         saved = step
 
-    writer = SummaryWriter(str(out / "tb"), purge_step=step if step else None)
+    writer = RunLog(out, resume_step=step)
     t0 = time.perf_counter()
     start = step
     window: dict[str, list[float]] = {}
@@ -242,8 +242,8 @@ def train_value(
                     for k, v in window.items()
                 }
                 for k, v in last.items():
-                    writer.add_scalar(f"train/{k}", v, step)
-                writer.add_scalar(
+                    writer.scalar(f"train/{k}", v, step)
+                writer.scalar(
                     "time/updates_per_s", (step - start) / max(1e-9, time.perf_counter() - t0), step
                 )
                 window = {}

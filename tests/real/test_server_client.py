@@ -189,7 +189,7 @@ def test_steering_wraps_a_remote_policy_and_steered_policies_serve(server: Polic
     assert backend.metadata()["steered"] and backend.noise_shape == tuple(tiny.noise_shape)
     with PolicyServer(backend, port=0) as srv, PolicyClient(srv.url) as client:
         w = window(1)
-        want = steered._plan({"state": torch.as_tensor(w["state"])}, None).numpy()
+        want = steered.sample({"state": torch.as_tensor(w["state"])}).numpy()
         assert np.allclose(client.sample(w), want, atol=1e-5)  # the actor picks the noise server-side
 
 
@@ -290,8 +290,16 @@ def test_act_and_reset_state_is_per_connection() -> None:
     """One client's reset (or its acts) never touches another client's action queue."""
     policy = tiny_policy()
     plans: list[int] = []
-    plan = policy._plan
-    policy._plan = lambda obs, rows: (plans.append(1), plan(obs, rows))[1]  # counts chunk plans
+
+    class CountingPlanner:  # the policy's own planner, counting chunk plans
+        def plan(self, obs, rows):
+            plans.append(1)
+            return policy.plan(obs, rows)
+
+        def reset_rows(self, rows):
+            policy.reset_rows(rows)
+
+    policy.acting = policy.acting.fork(CountingPlanner())
     obs = {"state": np.zeros((1, STATE_DIM), np.float32)}
 
     def act(client: PolicyClient) -> np.ndarray:
@@ -317,7 +325,7 @@ def test_act_and_reset_state_is_per_connection() -> None:
         while srv._act_policies and time.time() < deadline:
             time.sleep(0.01)
         assert not srv._act_policies  # closed connections leave no state behind
-    assert policy._hist is None  # the shared policy's own act state was never used
+    assert policy.acting.hist is None  # the shared policy's own act state was never used
 
 
 def test_healthz_reports_a_stuck_worker() -> None:

@@ -99,7 +99,7 @@ def test_steer_cli_na_with_offline_demos_then_eval_the_steered_policy(setup):
 def test_steered_policy_refuses_a_changed_base(setup, tmp_path):
     import shutil
 
-    from policies.steering import is_steering_run, load_steered_policy
+    from policies.loading import load, run_kind
 
     work, _, base = setup
     p = _run(
@@ -113,8 +113,8 @@ def test_steered_policy_refuses_a_changed_base(setup, tmp_path):
     )
     assert p.returncode == 0, p.stderr[-3000:]
     run = work / "dsrl_sac"
-    assert is_steering_run(run) and not is_steering_run(base)
-    policy = load_steered_policy(run)
+    assert run_kind(run) == "dsrl" and run_kind(base) == "policy"
+    policy = load(run, which="latest")
     obs = {"state": np.zeros((1, 39), np.float32)}
     assert policy.act(obs).shape == (1, 4)
     cfg_path = run / "checkpoints" / "latest" / "config.json"
@@ -122,12 +122,12 @@ def test_steered_policy_refuses_a_changed_base(setup, tmp_path):
     cfg["base_hash"] = "0" * 64  # as if the base had been retrained in place
     cfg_path.write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match="not the one this actor was trained on"):
-        load_steered_policy(run)
+        load(run, which="latest")
     moved = tmp_path / "gone"
     cfg["base"] = str(moved)
     cfg_path.write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match="no longer exists"):
-        load_steered_policy(run)
+        load(run, which="latest")
     shutil.rmtree(run)
 
 
@@ -219,11 +219,11 @@ def test_steer_cli_expo_with_offline_demos_then_eval_and_resume(setup):
     assert p.returncode == 0, p.stderr[-3000:]
     ev = json.loads((work / "eval_expo" / "metrics.json").read_text())
     assert ev["task"] == "reach-v3" and ev["episodes"] == 2 and ev["steered"] is True
-    from policies.steering import load_steered_policy
+    from policies.loading import load
     from policies.steering.expo import OTFPolicy
 
-    policy = load_steered_policy(
-        run
+    policy = load(
+        run, which="latest"
     )  # base + edit + OTF, the base being the run's imitation-trained EMA copy
     assert isinstance(policy, OTFPolicy) and policy.agent.actor is not None
     assert state_dict_hash(policy.agent.base_ema) != before

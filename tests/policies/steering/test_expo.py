@@ -79,7 +79,7 @@ def test_planted_critic_acting_eval_and_td_target_take_the_exact_argmax_and_an_e
     torch.manual_seed(11)
     cands_eval = agent.candidates(obs, agent.base_ema)
     torch.manual_seed(11)
-    plan = policy._plan(obs, None)
+    plan = policy.planner.plan(obs, None)
     torch.testing.assert_close(
         plan[:, TO - 1 : TO - 1 + TA].flatten(1), _expected(agent, cands_eval, target)[0]
     )
@@ -440,7 +440,7 @@ def test_rlpd_and_single_step_variants_act_and_learn_and_bad_config_is_a_clear_e
         taken, chunk = agent.explore(_obs(2), torch.Generator().manual_seed(0))
         assert taken.shape == (2, steps * DA) and chunk.shape == (2, steps, DA)
         if agent is single:  # single-step EXPO replans every env step
-            assert agent.eval_policy().policy.config.n_action_steps == 1
+            assert agent.eval_policy().acting.n_action_steps == 1
         batch = _replay_batch()
         batch["taken"] = batch["taken"][:, : steps * DA]
         stats = agent.learn(2, 1, lambda b, batch=batch: batch, torch.Generator().manual_seed(0))

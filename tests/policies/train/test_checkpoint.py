@@ -23,7 +23,7 @@ from policies.checkpoint import (
     save_checkpoint,
     state_dict_hash,
 )
-from policies.train.trainer import get_rng_state, set_rng_state
+from policies.rng import get_rng_state, set_rng_state
 
 torch.set_num_threads(1)
 
