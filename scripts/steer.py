@@ -15,6 +15,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from scripts import schemas
 from scripts.common import CONFIG_DIR, atomic_write_text, exit_codes, format_table, start_run, write_metrics
 
 
@@ -65,7 +66,7 @@ def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
         s.base,
         s.obs_dim,
         slice(s.to - 1, s.to - 1 + s.ta),
-        DSRLConfig(variant=cfg.variant, **OmegaConf.to_container(cfg.dsrl)),
+        DSRLConfig(**OmegaConf.to_container(cfg.dsrl, resolve=True)),
         obs_keys=s.keys,
         device=s.device,
     )
@@ -77,7 +78,7 @@ def build_expo(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
     from policies.steering.expo import EXPO, EXPOConfig, bc_windows, run_expo
 
     cfg = s.cfg
-    expo_values = OmegaConf.to_container(cfg.expo)
+    expo_values = OmegaConf.to_container(cfg.expo, resolve=True)
     if expo_values["edit_scale"] is None:  # β per task (the reference sets it per script)
         scales = OmegaConf.to_container(cfg.edit_scales)
         expo_values["edit_scale"] = float(scales.get(s.task, scales["default"]))
@@ -187,12 +188,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
     steering = Steering(cfg, base, task, keys, to, ta, exec_steps, obs_dim, device)
     agent, offline, run_loop = build(steering)
-    run_cfg = OnlineRunConfig(
-        env_steps=int(cfg.env_steps),
-        seed=int(cfg.seed),
-        device=str(device),
-        **OmegaConf.to_container(cfg.run),
-    )
+    run_cfg = OnlineRunConfig(**{**OmegaConf.to_container(cfg.run, resolve=True), "device": str(device)})
 
     def eval_fn(policy: Any) -> dict[str, Any]:
         with (
@@ -281,6 +277,7 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    schemas.register()
     _main()
 
 

@@ -19,6 +19,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from scripts import schemas
 from scripts.common import CONFIG_DIR, exit_codes, format_table, start_run, write_metrics
 
 log = logging.getLogger("robosteer.value")
@@ -138,6 +139,7 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    schemas.register()
     _main()
 
 

@@ -40,40 +40,45 @@ class NoiseDecoder(Protocol):
 
 @dataclass
 class DSRLConfig:
-    """Every DSRL hyperparameter; defaults follow ``ajwagen/dsrl`` (cfg/robomimic) unless noted."""
+    """Every DSRL hyperparameter, each default written once here and labelled: "reference" is
+    ``ajwagen/dsrl``'s own value (cfg/robomimic + the SB3 fork's dsrl.py; checked by
+    tests/configs/test_reference_labels.py), "ours" differs, with the reason. configs/algo/dsrl.yaml overrides
+    only what this CPU needs, each override with its reason; ``robosteer-steer --cfg job`` prints them all."""
 
-    variant: str = "na"  # na | sac
-    gamma: float = 0.99  # discount per chunk transition
-    tau: float = 0.005  # Polyak rate of the target critic
-    actor_lr: float = 3e-4
-    critic_lr: float = 3e-4
-    temperature_lr: float = 3e-4  # 0: α stays at init_temperature (no automatic entropy tuning)
-    batch_size: int = 256
-    hidden: list[int] = field(default_factory=lambda: [256, 256, 256])  # reference: 3×2048 on GPU
-    activation: str = "tanh"  # the reference actor and critics use Tanh + LayerNorm
-    num_critics: int = 2
-    backup: str = "min"  # min | mean over target heads
-    latent_bound: float = 1.0  # NA: the env bound (reference ignores action_magnitude); SAC: action_magnitude
-    init_temperature: float = 1.0
-    target_entropy: float = 0.0  # the reference configs' target_ent
-    noise_critic_steps: int = 10  # NA: Q^W distillation steps per update call
+    variant: str = "na"  # reference: na (noise-aliased, preferred by the authors) | sac
+    gamma: float = 0.99  # reference: discount per chunk transition
+    tau: float = 0.005  # reference: Polyak rate of the target critic
+    actor_lr: float = 3e-4  # reference
+    critic_lr: float = 3e-4  # reference
+    temperature_lr: float = 3e-4  # reference (learned toward target_entropy); 0: α stays at init_temperature
+    batch_size: int = 256  # reference
+    hidden: list[int] = field(
+        default_factory=lambda: [256, 256, 256]
+    )  # ours (CPU): reference 3×2048 on a GPU
+    activation: str = "tanh"  # reference (Tanh + LayerNorm in actor and critics)
+    num_critics: int = 2  # reference
+    backup: str = "min"  # reference: min | mean over target heads (the actor loss combines heads alike)
+    latent_bound: float = 1.0  # reference: NA uses the env bound (action_magnitude unused); SAC: ~1.5
+    init_temperature: float = 1.0  # reference (SB3 "auto")
+    target_entropy: float = 0.0  # reference target_ent
+    noise_critic_steps: int = 10  # reference: NA's Q^W distillation steps per update call
     # NA: latents drawn per state in a distillation batch. 1 (reference): Q^W(s, w) ≈ Q^A(s, π(s, w)). K > 1
     # (ours): K latents share each state and Q^W learns the within-state advantage Q^A − mean_K Q^A, which is
     # all the actor's gradient uses; the across-state spread of Q^A (10× larger) no longer drowns it.
-    noise_critic_samples: int = 1
+    noise_critic_samples: int = 1  # reference
     # NA: > 0 keeps a bank of that many observed states, each with K = noise_critic_samples latents decoded
     # once when the state is observed (the base is frozen and deterministic, so a decoded chunk never goes
     # stale): K − 1 drawn from N(0, I) and the latent the actor actually played there. Distillation reads the
     # bank instead of decoding B chunks per step (the decode is 85% of a step on a CPU, so many more Q^W steps
     # fit the same wall time), and the played latents teach Q^W the actor's own region: the tanh-bounded
     # actor lives at half the norm of N(0, I)'s typical set, where Q^W fit on N(0, I) alone over-rates it
-    # (push-v3: predicted advantage 4.8 vs 0.8 under Q^A). (ours; 0 = reference)
-    noise_bank: int = 0
-    backup_entropy: bool = True  # subtract α·log π(w'|s') in the TD target (SB3 SAC does)
+    # (push-v3: predicted advantage 4.8 vs 0.8 under Q^A). Ours; 0 is the reference.
+    noise_bank: int = 0  # reference: fresh latents on replay batches
+    backup_entropy: bool = True  # reference (SB3 SAC): subtract α·log π(w'|s') in the TD target
     # full: one latent per (Tp, Da) noise entry (ajwagen/dsrl) | shared: one Da-vector repeated over the Tp rows
     # (nakamotoo/dsrl_pi0's choice: a far smaller space for the critics to cover; check the base's success
     # with repeated noise first, some bases degrade with it)
-    latent: str = "full"
+    latent: str = "full"  # reference (ajwagen/dsrl)
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:

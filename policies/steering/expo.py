@@ -50,44 +50,47 @@ BC_ONLINE = ("all", "success")
 
 @dataclass
 class EXPOConfig:
-    """Every EXPO / RLPD hyperparameter; defaults follow ``Servo97/EXPO`` (configs/expo_config.py, scripts/)."""
+    """Every EXPO / RLPD hyperparameter, each default written once here and labelled: "reference" is
+    ``Servo97/EXPO``'s own value (configs/expo_config.py, scripts/; checked by tests/configs/test_reference_labels.py),
+    "ours" differs, with the reason. configs/algo/expo.yaml overrides only what a 2-core CPU needs."""
 
-    policy: str = "otf"  # otf: EXPO (base + edit + on-the-fly argmax) | sac: RLPD's Gaussian actor
-    action: str = "chunk"  # chunk: the executed Ta-step chunk is one MDP action (ours) | single: one env step
-    num_samples: int = 8  # N base samples per state (scripts: 8; config default 32)
-    num_edits: int = 8  # M of them edited once each (0: best-of-N, no edit network)
-    edit_scale: float = 0.05  # β, per task (robomimic 0.05, pen 0.7); 0: best-of-N
-    gamma: float = 0.99  # discount per MDP transition
-    tau: float = 0.005  # Polyak rate of the target critic (per critic step)
-    base_ema: float = 0.001  # Polyak rate of the EMA base (per base step; reference tau_actor)
-    critic_lr: float = 3e-4
-    edit_lr: float = 3e-4  # the edit actor (RLPD: the SAC actor)
-    temperature_lr: float = 3e-4
-    base_lr: float = 3e-4  # AdamW with cosine decay over base_decay_steps
-    base_decay_steps: int = 3_000_000
-    batch_size: int = 256
-    hidden: list[int] = field(default_factory=lambda: [256, 256, 256])  # critics and edit actor
-    activation: str = "relu"
-    num_critics: int = 10
-    num_min_qs: int = 2  # heads subsampled for the min in targets and OTF scores (antmaze: 1)
-    init_temperature: float = 1.0
-    target_entropy: float | None = None  # None: −d/2 (d = MDP action size), see adjust_target_entropy
+    policy: str = "otf"  # reference; otf: EXPO (base + edit + on-the-fly argmax) | sac: RLPD's Gaussian actor
+    action: str = "chunk"  # ours: the executed Ta-step chunk is one MDP action | single: one step (reference)
+    num_samples: int = 8  # reference: N base samples per state (scripts: 8; config default 32)
+    num_edits: int = 8  # reference: M of them edited once each (0: best-of-N, no edit network)
+    # β (robomimic 0.05, pen 0.7); 0: best-of-N; None: robosteer-steer looks it up per task (edit_scales)
+    edit_scale: float | None = 0.05  # reference (robomimic/mimicgen scripts)
+    gamma: float = 0.99  # reference: discount per MDP transition (one env step)
+    tau: float = 0.005  # reference: Polyak rate of the target critic (per critic step)
+    base_ema: float = 0.001  # reference (tau_actor): Polyak rate of the EMA base (acting/eval), per base step
+    critic_lr: float = 3e-4  # reference
+    edit_lr: float = 3e-4  # reference: the edit actor (RLPD: the SAC actor)
+    temperature_lr: float = 3e-4  # reference
+    base_lr: float = 3e-4  # reference: AdamW with cosine decay over base_decay_steps
+    base_decay_steps: int = 3_000_000  # reference
+    batch_size: int = 256  # reference
+    hidden: list[int] = field(default_factory=lambda: [256, 256, 256])  # reference: critics and edit actor
+    activation: str = "relu"  # of the critics and the edit actor
+    num_critics: int = 10  # reference
+    num_min_qs: int = 2  # reference: random 2-of-10 min in targets and OTF scores (antmaze: 1)
+    init_temperature: float = 1.0  # reference
+    target_entropy: float | None = None  # reference: None is −d/2 (d: MDP action size); adjust_target_entropy
     # the reference's switch (off in every script): None's target becomes −d/2 + d·log β, the same per-dim
     # target in ε's coordinates; off, −d/2 lies above the β-box's largest entropy d·log 2β when β < e^-½/2
-    adjust_target_entropy: bool = False
-    backup_entropy: bool = False  # EXPO: no entropy in the backup (every script); RLPD: true
+    adjust_target_entropy: bool = False  # reference
+    backup_entropy: bool = False  # reference: EXPO has no entropy in the backup (every script); RLPD: true
     # which base decodes the TD backup's N samples at s': online (reference) | ema | bank: the EMA base's
     # samples decoded once, when the transition was stored (offline ones: by the base as loaded), so a
     # critic step decodes nothing (ours, for CPUs: the decode is 80 % of a critic step; the samples are stale)
-    backup_base: str = "online"
+    backup_base: str = "online"  # reference
     bc_offline_ratio: float = 0.5  # share of demonstration windows in each base BC batch
-    bc_buffer_size: int = 100_000  # online BC windows kept (ours: the reference imitates the replay itself)
+    bc_buffer_size: int = 100_000  # ours: online BC windows kept (the reference imitates the replay itself)
     # which finished online episodes the base imitates: all (reference: its whole replay) | success: only those
     # that ended in success (ours, off by default; like Servo97's later third-party "success buffer")
-    bc_online: str = "all"
+    bc_online: str = "all"  # reference
     # base steps and edit (+ α) steps per transition, after its critic steps. The reference makes one of each
-    # per env step; a chunk transition is Ta env steps, so 1 here is Ta× fewer per env step (ours)
-    policy_updates: int = 1
+    # per env step; a chunk transition is Ta env steps, so 1 here is Ta× fewer per env step
+    policy_updates: int = 1  # reference: 1 (per env step there, per chunk here)
 
     def __post_init__(self) -> None:
         for key, value, choices in (
@@ -103,8 +106,11 @@ class EXPOConfig:
                 f"EXPO needs num_samples >= 1 and 0 <= num_edits <= num_samples, "
                 f"got num_samples={self.num_samples}, num_edits={self.num_edits}"
             )
-        if self.edit_scale < 0:
-            raise ValueError(f"EXPO edit_scale={self.edit_scale} is not valid: β must be >= 0 (0: best-of-N)")
+        if self.edit_scale is None or self.edit_scale < 0:
+            raise ValueError(
+                f"EXPO edit_scale={self.edit_scale} is not valid: β must be >= 0 (0: best-of-N; robosteer-steer "
+                "fills None from edit_scales)"
+            )
         Temperature.check_lr("EXPO", self.temperature_lr)
         if self.policy_updates < 1:
             raise ValueError(

@@ -31,29 +31,30 @@ from policies.rl import NormalizedCritic, TanhGaussianActor, Temperature, polyak
 
 @dataclass
 class CalQLConfig:
-    """Every Cal-QL hyper-parameter; every default is the reference's (V-GPS ``lc_cql`` over jaxrl_m's
-    ``cql.get_default_config``), so configs/algo/calql.yaml overrides nothing."""
+    """Every Cal-QL hyper-parameter, each default written once here; every one is the reference's: V-GPS
+    ``launch_calql.sh`` + ``train_config.py`` ``lc_cql`` over jaxrl_m's ``cql.get_default_config`` (labels checked
+    by tests/configs/test_reference_labels.py), so configs/algo/calql.yaml overrides nothing."""
 
-    discount: float = 0.98
-    tau: float = 0.005  # target rate
-    critic_lr: float = 3e-4
-    actor_lr: float = 1e-4
-    actor_warmup_steps: int = 2000  # linear LR warm-up of the actor, from 0
-    critic_warmup_steps: int = 2000  # linear LR warm-up of the critic, from 0
-    temperature_lr: float = 3e-4
-    init_temperature: float = 1.0
-    target_entropy: float | None = None  # None: −|A| (the critic's action dims)
-    backup_entropy: bool = False
-    cql_alpha: float = 5.0
-    cql_n_actions: int = 4
-    cql_importance_sample: bool = True
-    cql_max_target_backup: bool = True
-    cql_temp: float = 1.0
-    use_calql: bool = True  # False: plain CQL (no Monte-Carlo lower bound)
-    hidden: list[int] = field(default_factory=lambda: [256, 256])
-    num_critics: int = 2
-    activation: str = "silu"  # jaxrl_m MLP default (nn.swish)
-    layer_norm: bool = False  # lc_cql: use_layer_norm=False for critic and policy
+    discount: float = 0.98  # reference (launch_calql.sh)
+    tau: float = 0.005  # reference (soft_target_update_rate)
+    critic_lr: float = 3e-4  # reference
+    actor_lr: float = 1e-4  # reference
+    actor_warmup_steps: int = 2000  # reference: linear LR warm-up of the actor from 0
+    critic_warmup_steps: int = 2000  # reference: linear LR warm-up of the critic from 0
+    temperature_lr: float = 3e-4  # reference
+    init_temperature: float = 1.0  # reference
+    target_entropy: float | None = None  # reference: None is −|A| of the scored action span
+    backup_entropy: bool = False  # reference
+    cql_alpha: float = 5.0  # reference
+    cql_n_actions: int = 4  # reference: uniform + policy samples at s and at s'
+    cql_importance_sample: bool = True  # reference
+    cql_max_target_backup: bool = True  # reference
+    cql_temp: float = 1.0  # reference
+    use_calql: bool = True  # reference (launch_calql.sh); False: plain CQL (no Monte-Carlo bound)
+    hidden: list[int] = field(default_factory=lambda: [256, 256])  # reference
+    num_critics: int = 2  # reference
+    activation: str = "silu"  # reference: jaxrl_m MLP default (nn.swish)
+    layer_norm: bool = False  # reference (lc_cql: use_layer_norm=False)
 
     def __post_init__(self) -> None:
         if self.cql_n_actions < 1:

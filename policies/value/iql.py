@@ -25,18 +25,19 @@ from policies.rl import NormalizedCritic, mlp, polyak_update
 
 @dataclass
 class IQLConfig:
-    """Every IQL hyper-parameter; every default is the reference's (V-GPS ``lc_iql``)."""
+    """Every IQL hyper-parameter, each default written once here; every one is the reference's: V-GPS
+    ``train_config.py`` ``lc_iql`` over jaxrl_m ``gc_iql.py`` (labels checked by tests/configs/test_reference_labels.py)."""
 
-    discount: float = 0.98  # γ per transition (V-GPS: 0.98)
-    expectile: float = 0.7  # τ of the expectile loss (0.5 = mean regression; → 1 = max over the data)
-    tau: float = 0.002  # Polyak rate of the target Q and the target V (lc_iql target_update_rate)
-    critic_lr: float = 3e-4
-    value_lr: float = 3e-4
-    warmup_steps: int = 2000  # linear LR warm-up of Q and V, from 0
-    hidden: list[int] = field(default_factory=lambda: [256, 256])
-    num_critics: int = 2
-    activation: str = "silu"  # jaxrl_m MLP default (nn.swish)
-    layer_norm: bool = False  # jaxrl_m's MLP default (lc_iql sets none)
+    discount: float = 0.98  # reference: γ per critic transition (a step for score=first, a chunk for chunk)
+    expectile: float = 0.7  # reference: the expectile (0.5 = mean regression; → 1 = max over the data)
+    tau: float = 0.002  # reference (target_update_rate): Polyak rate of target Q and target V
+    critic_lr: float = 3e-4  # reference
+    value_lr: float = 3e-4  # reference
+    warmup_steps: int = 2000  # reference: linear LR warm-up of Q and V from 0
+    hidden: list[int] = field(default_factory=lambda: [256, 256])  # reference
+    num_critics: int = 2  # reference
+    activation: str = "silu"  # reference: jaxrl_m MLP default (nn.swish)
+    layer_norm: bool = False  # reference: jaxrl_m's MLP default (lc_iql sets none)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.expectile < 1.0:
