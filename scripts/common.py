@@ -37,11 +37,16 @@ def start_run(cfg: DictConfig) -> Path:
     return run_dir
 
 
+class UsageError(ValueError):
+    """A command-line mistake the user must fix (a refused combination of settings): one line, exit 2."""
+
+
 @contextmanager
 def exit_codes(command: str) -> Iterator[None]:
     """DESIGN.md's exit statuses for the project's own errors, as one line on stderr without a traceback.
 
-    A bad dataset or checkpoint file (``DatasetError``, ``CheckpointError``: a user error) exits 2; a NaN/inf
+    A bad dataset or checkpoint file (``DatasetError``, ``CheckpointError``) or a refused setting
+    (``UsageError``) is a user error and exits 2; a NaN/inf
     loss, gradient or weight (``NonFiniteError``: a runtime fault) exits 1. Anything else propagates. One place,
     so every command that reads datasets or checkpoints reports them the same way.
     """
@@ -51,7 +56,7 @@ def exit_codes(command: str) -> Iterator[None]:
 
     try:
         yield
-    except (DatasetError, CheckpointError) as err:
+    except (DatasetError, CheckpointError, UsageError) as err:
         print(f"{command}: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     except NonFiniteError as err:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,48 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from scripts.common import CONFIG_DIR, atomic_write_text, exit_codes, format_table, start_run, write_metrics
+from scripts import schemas
+from scripts.common import (
+    CONFIG_DIR,
+    UsageError,
+    atomic_write_text,
+    exit_codes,
+    format_table,
+    start_run,
+    write_metrics,
+)
+
+log = logging.getLogger("robosteer.deploy")
+
+
+def _given(node: Any) -> dict[str, Any]:
+    """The keys of an OmegaConf mapping that were given a value (``???`` ones left out), as a plain dict."""
+    if node is None:
+        return {}
+    return {str(k): _plain_value(node, k) for k in node if not OmegaConf.is_missing(node, k)}
+
+
+def _plain_value(node: Any, key: Any) -> Any:
+    value = node[key]
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def check_safety_switch(cfg: DictConfig) -> None:
+    """``safety.enabled=false`` runs an arm without limits: only with ``unsafe_ack=true``, and with a warning."""
+    if OmegaConf.is_missing(cfg.safety, "enabled") or cfg.safety.enabled:
+        return
+    if not cfg.get("unsafe_ack", False):
+        raise UsageError(
+            "safety.enabled=false turns off every limit and the workspace box (NaN rejection and the watchdog "
+            "stay): add unsafe_ack=true to confirm, or keep safety.enabled=true"
+        )
+    log.warning("safety.enabled=false (unsafe_ack=true): the safety filter enforces no limits in this run")
+
+
+def cli_overrides(args: list[str]) -> list[str]:
+    """``policy=`` is also the name of a config group (configs/policy/), which Hydra would try to load, so
+    the user's ``policy=`` override is passed on as ``policy_source=``."""
+    return [("policy_source=" + a.split("=", 1)[1]) if a.startswith("policy=") else a for a in args]
 
 
 def _plain(node: Any) -> dict[str, Any]:
@@ -88,6 +130,7 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         max_steps=cfg.max_steps,
     )
     runtime_cfg.validate()  # before a twin is spawned or an arm connected
+    check_safety_switch(cfg)
     events_path = run_dir / "safety_events.jsonl"
     driver = _plain(cfg.robot.driver)
     task = cfg.task
@@ -114,7 +157,7 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         robot.connect()
         stage = "setting up the safety filter and control loop"
         defaults = robot.safety_defaults() if hasattr(robot, "safety_defaults") else {}
-        overrides = {**_plain(cfg.robot.get("safety")), **_plain(cfg.get("safety"))}
+        overrides = {**_plain(cfg.robot.get("safety")), **_given(cfg.get("safety"))}
         safety = SafetyFilter(
             SafetyConfig.from_dict({**defaults, **overrides}), robot.action_spec.shape[0], 1 / robot.rate_hz
         )
@@ -235,9 +278,9 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    """Console-script entry point. ``policy=`` is also the name of a config group (configs/policy/), which
-    Hydra would try to load, so the override is passed on as ``policy_source=``."""
-    sys.argv = [("policy_source=" + a.split("=", 1)[1]) if a.startswith("policy=") else a for a in sys.argv]
+    """Console-script entry point (``policy=`` arrives as ``policy_source=``: :func:`cli_overrides`)."""
+    schemas.register()
+    sys.argv = cli_overrides(sys.argv)
     _main()
 
 

@@ -158,3 +158,20 @@ def test_serve_then_deploy_remotely(checkpoint: Path, tmp_path: Path) -> None:
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=10)
+
+
+def test_safety_keys_are_plain_overrides_and_switching_safety_off_needs_an_acknowledgement(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    common = ["scripts.deploy", "robot=sim_twin", f"policy={checkpoint}", "task=push-v3", "episodes=1",
+              "max_steps=5", "mode=sync"]  # fmt: skip
+    refused = run([*common, "safety.enabled=false", f"out={tmp_path / 'refused'}"])
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert "unsafe_ack=true" in refused.stderr and "Traceback" not in refused.stderr
+    acked = run([*common, "safety.enabled=false", "unsafe_ack=true", f"out={tmp_path / 'acked'}"])
+    assert acked.returncode == 0, acked.stderr[-2000:]
+    assert "enforces no limits" in acked.stdout + acked.stderr  # on the console and in the run's log
+    assert "enforces no limits" in (tmp_path / "acked" / "deploy.log").read_text()
+    slow = run([*common, "safety.max_velocity=0.2", f"out={tmp_path / 'slow'}"])  # no '+' needed
+    assert slow.returncode == 0, slow.stderr[-2000:]
+    assert "max_velocity: 0.2" in (tmp_path / "slow" / "config.yaml").read_text()
