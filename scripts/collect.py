@@ -17,7 +17,8 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from policies.data import DatasetWriter
-from scripts.common import CONFIG_DIR, format_table, start_run, write_metrics
+from scripts.cli import check_overrides
+from scripts.common import CONFIG_DIR, exit_codes, format_table, start_run, write_metrics
 from sim import episode_seed
 
 KEEP_CHOICES = ("success", "all")
@@ -193,7 +194,8 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 @hydra.main(config_path=CONFIG_DIR, config_name="collect", version_base=None)
 def _main(cfg: DictConfig) -> None:
     run_dir = start_run(cfg)
-    metrics = collect(cfg, run_dir)
+    with exit_codes("robosteer-collect"):  # an existing dataset or salvaged .partial in out: 2
+        metrics = collect(cfg, run_dir)
     from policies.data import open_dataset
 
     with open_dataset(metrics["dataset"]) as demos:
@@ -222,6 +224,7 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    check_overrides("robosteer-collect", "collect", sys.argv[1:])  # one-line errors, exit 2
     _main()
 
 

@@ -37,18 +37,43 @@ def start_run(cfg: DictConfig) -> Path:
     return run_dir
 
 
+def debug() -> bool:
+    """``ROBOSTEER_DEBUG=1``: the user wants tracebacks instead of one-line errors."""
+    return os.environ.get("ROBOSTEER_DEBUG", "") not in ("", "0", "false")
+
+
 class UsageError(ValueError):
     """A command-line mistake the user must fix (a refused combination of settings): one line, exit 2."""
+
+
+def dataset_paths(cfg: DictConfig) -> list[str]:
+    """``dataset=`` (one HDF5 file or a list) as paths; each must be a file: a clear error names the one that
+    is not (a directory holding ``demos.hdf5`` is pointed at it)."""
+    ds = cfg.dataset
+    paths = [str(p) for p in ds] if OmegaConf.is_list(ds) or isinstance(ds, list | tuple) else [str(ds)]
+    for p in paths:
+        if Path(p).is_dir():
+            inside = Path(p) / "demos.hdf5"
+            hint = (
+                f": use dataset={inside}"
+                if inside.is_file()
+                else " (robosteer-collect writes <out>/demos.hdf5)"
+            )
+            raise UsageError(f"dataset={p!r} is a directory, expected an HDF5 file{hint}")
+        if not Path(p).is_file():
+            raise UsageError(f"dataset={p!r}: no such file (expected an HDF5 file from robosteer-collect)")
+    return paths
 
 
 @contextmanager
 def exit_codes(command: str) -> Iterator[None]:
     """DESIGN.md's exit statuses for the project's own errors, as one line on stderr without a traceback.
 
-    A bad dataset or checkpoint file (``DatasetError``, ``CheckpointError``) or a refused setting
-    (``UsageError``) is a user error and exits 2; a NaN/inf
-    loss, gradient or weight (``NonFiniteError``: a runtime fault) exits 1. Anything else propagates. One place,
-    so every command that reads datasets or checkpoints reports them the same way.
+    A bad dataset or checkpoint file (``DatasetError``, ``CheckpointError``), a refused setting (``UsageError``)
+    or an ``out`` that would overwrite a run (``FileExistsError``) is a user error and exits 2; a NaN/inf loss,
+    gradient or weight (``NonFiniteError``: a runtime fault) exits 1. Any other ``ValueError`` or
+    ``FileNotFoundError`` is a setting the code refused: one line, exit 2 (with ``ROBOSTEER_DEBUG=1`` it keeps
+    its traceback). Anything else propagates. One place, so every command reports them the same way.
     """
     from policies.checkpoint import CheckpointError
     from policies.data.errors import DatasetError
@@ -56,8 +81,13 @@ def exit_codes(command: str) -> Iterator[None]:
 
     try:
         yield
-    except (DatasetError, CheckpointError, UsageError) as err:
+    except (DatasetError, CheckpointError, UsageError, FileExistsError) as err:
         print(f"{command}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except (ValueError, FileNotFoundError) as err:  # a setting the code refused: the user's to fix
+        if debug():
+            raise
+        print(f"{command}: error: {err} (ROBOSTEER_DEBUG=1 shows the traceback)", file=sys.stderr)
         raise SystemExit(2) from None
     except NonFiniteError as err:
         print(f"{command}: runtime fault: {err}", file=sys.stderr)

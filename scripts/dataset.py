@@ -17,6 +17,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from policies.data import DatasetError, DemoFile, open_dataset
+from scripts.cli import check_overrides
 from scripts.common import CONFIG_DIR
 
 COMMANDS = ("info", "validate", "video")
@@ -106,7 +107,7 @@ def run(cfg: DictConfig) -> int:
     except DatasetError as err:
         label = "INVALID" if cmd == "validate" else "error"
         print(f"robosteer-dataset {cmd}: {label}: {err}", file=sys.stderr)
-        return 1
+        return 2  # a bad or missing file is the user's to fix (DESIGN.md: exit 2)
     return 0
 
 
@@ -127,6 +128,7 @@ def peel_command(argv: list[str]) -> list[str]:
 def main() -> None:
     """Console-script entry point."""
     sys.argv = peel_command(sys.argv)
+    check_overrides("robosteer-dataset", "dataset", sys.argv[1:])  # one-line errors, exit 2
     _main()
 
 

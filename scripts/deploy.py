@@ -19,6 +19,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from scripts import schemas
+from scripts.cli import check_overrides
 from scripts.common import (
     CONFIG_DIR,
     UsageError,
@@ -281,6 +282,7 @@ def main() -> None:
     """Console-script entry point (``policy=`` arrives as ``policy_source=``: :func:`cli_overrides`)."""
     schemas.register()
     sys.argv = cli_overrides(sys.argv)
+    check_overrides("robosteer-deploy", "deploy", sys.argv[1:])  # one-line errors, exit 2
     _main()
 
 

@@ -7,6 +7,7 @@ success and proves that the data regenerates exactly (it reports the largest obs
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import numpy as np
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from scripts.cli import check_overrides
 from scripts.common import CONFIG_DIR, exit_codes, format_table, start_run, write_metrics
 
 POLICY_CHOICES = ("checkpoint", "expert", "replay")
@@ -243,6 +245,7 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    check_overrides("robosteer-eval", "eval", sys.argv[1:])  # one-line errors, exit 2
     _main()
 
 

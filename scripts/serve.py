@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
+from scripts.cli import check_overrides
 from scripts.common import CONFIG_DIR, exit_codes, start_run
 
 
@@ -45,6 +48,7 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    check_overrides("robosteer-serve", "serve", sys.argv[1:])  # one-line errors, exit 2
     _main()
 
 

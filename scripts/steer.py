@@ -7,6 +7,7 @@ optimizers, replay buffer, RNG), plots/learning_curve.png and metrics.json with 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from scripts import schemas
+from scripts.cli import check_overrides
 from scripts.common import CONFIG_DIR, atomic_write_text, exit_codes, format_table, start_run, write_metrics
 
 
@@ -278,6 +280,7 @@ def _main(cfg: DictConfig) -> None:
 def main() -> None:
     """Console-script entry point."""
     schemas.register()
+    check_overrides("robosteer-steer", "steer", sys.argv[1:])  # one-line errors, exit 2
     _main()
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,20 +24,17 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from scripts.common import CONFIG_DIR, atomic_write_text, exit_codes, format_table, write_metrics
+from scripts.cli import check_overrides
+from scripts.common import (
+    CONFIG_DIR,
+    atomic_write_text,
+    dataset_paths,
+    exit_codes,
+    format_table,
+    write_metrics,
+)
 
 log = logging.getLogger("robosteer.train")
-
-
-def _paths(cfg: DictConfig) -> list[str]:
-    ds = cfg.dataset
-    paths = [str(p) for p in ds] if OmegaConf.is_list(ds) or isinstance(ds, list | tuple) else [str(ds)]
-    for p in paths:
-        if not Path(p).is_file():
-            raise FileNotFoundError(
-                f"dataset={p!r}: no such file (expected an HDF5 file from robosteer-collect)"
-            )
-    return paths
 
 
 def policy_config(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
@@ -53,7 +51,7 @@ def build_dataset(cfg: DictConfig) -> Any:
 
     _, p = policy_config(cfg)
     return SequenceDataset(
-        _paths(cfg),
+        dataset_paths(cfg),
         obs_keys=list(cfg.obs_keys),
         n_obs_steps=int(p["n_obs_steps"]),
         horizon=int(p["horizon"]),
@@ -204,7 +202,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         checkpoint_meta={
             "task": task,
             "tasks": tasks,
-            "dataset": _paths(cfg),
+            "dataset": dataset_paths(cfg),
             "obs_keys": list(cfg.obs_keys),
         },
     )
@@ -230,7 +228,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         {
             "policy": name,
             "task": task,
-            "dataset": _paths(cfg),
+            "dataset": dataset_paths(cfg),
             "num_windows": len(dataset),
             "num_episodes": getattr(dataset, "num_episodes", None),
         }
@@ -261,6 +259,7 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    check_overrides("robosteer-train", "train", sys.argv[1:])  # one-line errors, exit 2
     _main()
 
 

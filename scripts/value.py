@@ -11,6 +11,7 @@ The run directory holds ``config.yaml``, ``metrics.json``, TensorBoard curves un
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,21 +21,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from scripts import schemas
-from scripts.common import CONFIG_DIR, exit_codes, format_table, start_run, write_metrics
+from scripts.cli import check_overrides
+from scripts.common import CONFIG_DIR, dataset_paths, exit_codes, format_table, start_run, write_metrics
 
 log = logging.getLogger("robosteer.value")
 SCORES = ("first", "chunk")
-
-
-def _paths(cfg: DictConfig) -> list[str]:
-    ds = cfg.dataset
-    paths = [str(p) for p in ds] if OmegaConf.is_list(ds) else [str(ds)]
-    for p in paths:
-        if not Path(p).is_file():
-            raise FileNotFoundError(
-                f"dataset={p!r}: no such file (expected an HDF5 file from robosteer-collect)"
-            )
-    return paths
 
 
 @torch.no_grad()
@@ -63,7 +54,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     algo_cfg = OmegaConf.to_container(cfg[algo], resolve=True)
     assert isinstance(algo_cfg, dict)
     run_dir = start_run(cfg)
-    paths = _paths(cfg)
+    paths = dataset_paths(cfg)
     action_steps = 1 if cfg.score == "first" else int(cfg.n_action_steps)
     data, shape_meta, stats, tasks = value_transitions(
         paths,
@@ -140,6 +131,7 @@ def _main(cfg: DictConfig) -> None:
 def main() -> None:
     """Console-script entry point."""
     schemas.register()
+    check_overrides("robosteer-value", "value", sys.argv[1:])  # one-line errors, exit 2
     _main()
 
 

@@ -124,6 +124,15 @@ def split_names(names: Sequence[str], valid_fraction: float, seed: int) -> tuple
 
 
 # ---------------------------------------------------------------------------------------------------- writer
+def _readable_episodes(path: Path) -> int | str:
+    """How many ``data/demo_*`` groups a (possibly half-written) file holds, or "?" when it cannot be read."""
+    try:
+        with h5py.File(path, "r") as f:
+            return sum(1 for k in f.get("data", {}) if k.startswith("demo_"))
+    except (OSError, KeyError):
+        return "?"
+
+
 class DatasetWriter:
     """Writes episodes into a robomimic-layout HDF5 file, safely against interruption.
 
@@ -170,6 +179,11 @@ class DatasetWriter:
         if self.path.exists() and not overwrite:
             raise FileExistsError(f"{self.path} exists (pass overwrite=True to replace it)")
         self.partial_path = self.path.with_name(self.path.name + PARTIAL_SUFFIX)
+        if self.partial_path.exists():  # what an interrupted run salvaged: never truncate it silently
+            raise FileExistsError(
+                f"{self.partial_path} holds an interrupted collection ({_readable_episodes(self.partial_path)} "
+                f"finished episodes, readable with open_dataset): move or delete it first (nothing was changed)"
+            )
         self.valid_fraction = valid_fraction
         self.split_seed = split_seed
         self.compression = compression

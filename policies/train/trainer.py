@@ -30,7 +30,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
-from policies.checkpoint import Checkpoint, jsonable, load_checkpoint, save_checkpoint
+from policies.checkpoint import Checkpoint, CheckpointError, jsonable, load_checkpoint, save_checkpoint
 from policies.optim import lr_lambda
 from policies.rng import get_rng_state, seed_everything, set_rng_state
 from policies.run_log import RunLog
@@ -328,6 +328,7 @@ class Trainer:
 
     def _restore(self, ckpt: Checkpoint) -> None:
         extra = ckpt.extra
+        self._check_same_policy(ckpt)
         self.policy.load_state_dict(ckpt.modules["model"])
         self.optimizer.load_state_dict(ckpt.modules["optimizer"])
         self.lr_scheduler.load_state_dict(ckpt.modules["lr_scheduler"])
@@ -360,6 +361,25 @@ class Trainer:
                 "resuming with steps=%d (was %s): the LR schedule changes shape", self.cfg.steps, saved_steps
             )
         log.info("resumed from %s at step %d", ckpt.path, self.step)
+
+    def _check_same_policy(self, ckpt: Checkpoint) -> None:
+        """resume=true continues *that* run: a policy of another kind or shape would load the old weights
+        into a different model (diffusion and flow share their weights' names) and overwrite ``latest``."""
+        saved = ckpt.config.get("policy") or {}
+        name, config = self.policy_name, self.policy_config
+        if saved.get("name") not in (None, name):
+            raise CheckpointError(
+                f"{ckpt.path}: resume=true continues a {saved['name']} run, but the command builds policy={name}: "
+                f"drop policy= to continue it, or choose another out="
+            )
+        old = saved.get("config") or {}
+        changed = sorted(k for k in old.keys() & config.keys() if old[k] != config[k])
+        if changed:
+            k = changed[0]
+            raise CheckpointError(
+                f"{ckpt.path}: resume=true continues a run with policy.{k}={old[k]!r}, but the command gives "
+                f"{config[k]!r}: drop the override to continue it, or choose another out="
+            )
 
     # ------------------------------------------------------------------ checkpoints
     def _checkpoint_config(self) -> dict[str, Any]:

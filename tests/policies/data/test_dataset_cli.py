@@ -69,7 +69,7 @@ def test_validate_ok_and_invalid(make_dataset, tmp_path, capsys):
     assert "valid:" in capsys.readouterr().out
     with h5py.File(path, "a") as f:
         del f["data/demo_1/actions"]
-    assert run(_cfg("cmd=validate", f"path={path}")) == 1
+    assert run(_cfg("cmd=validate", f"path={path}")) == 2
     err = capsys.readouterr().err
     assert "INVALID" in err and str(path) in err and "data/demo_1/actions is missing" in err
 
@@ -79,7 +79,7 @@ def test_validate_deep_finds_non_finite_values(make_dataset, capsys):
     with h5py.File(path, "a") as f:
         f["data/demo_0/actions"][2, 1] = np.nan
     assert run(_cfg("cmd=validate", f"path={path}", "deep=false")) == 0
-    assert run(_cfg("cmd=validate", f"path={path}")) == 1
+    assert run(_cfg("cmd=validate", f"path={path}")) == 2
     assert "data/demo_0/actions holds a non-finite value at step 2" in capsys.readouterr().err
 
 
@@ -109,7 +109,7 @@ def test_validate_finds_random_bytes_written_into_states(tmp_path, capsys):
     raw[offset + 512 : offset + 512 + 4096] = noise.tobytes()
     path.write_bytes(bytes(raw))
     capsys.readouterr()
-    assert run(_cfg("cmd=validate", f"path={path}")) == 1
+    assert run(_cfg("cmd=validate", f"path={path}")) == 2
     err = capsys.readouterr().err
     assert "INVALID" in err and str(path) in err and "data/demo_1/states holds" in err, err
     assert re.search(r"at step 4, index \[4, \d+\]", err), err  # byte 512 = row 4 of 16 float64s
@@ -127,7 +127,7 @@ def test_video_renders_image_episode(make_dataset, tmp_path, capsys):
 
 def test_video_without_images_says_so(make_dataset, capsys):
     path = make_dataset(images=False)
-    assert run(_cfg("cmd=video", f"path={path}")) == 1
+    assert run(_cfg("cmd=video", f"path={path}")) == 2
     err = capsys.readouterr().err
     assert "no image obs keys" in err and "'state'" in err
     assert not (path.parent / "videos").exists()
@@ -161,7 +161,7 @@ def test_console_entry_point(make_dataset, tmp_path, broken):
     assert list(cwd.iterdir()) == []  # no outputs/, .hydra/ or log file
     assert "Traceback" not in proc.stderr
     if broken:
-        assert proc.returncode == 1 and "truncated or corrupt" in proc.stderr and str(path) in proc.stderr
+        assert proc.returncode == 2 and "truncated or corrupt" in proc.stderr and str(path) in proc.stderr
     else:
         assert proc.returncode == 0, proc.stderr
         assert re.search(r"^episodes\s+2$", proc.stdout, re.M), proc.stdout

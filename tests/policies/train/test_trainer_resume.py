@@ -104,6 +104,29 @@ def test_existing_run_needs_resume_and_budget_stops_with_checkpoint(tmp_path):
     assert load_checkpoint(tmp_path / "budget" / "checkpoints" / "latest").extra["step"] == trainer.step
 
 
+def test_resume_refuses_a_run_of_another_policy(tmp_path):
+    """resume=true with another policy (or shape) would load the old weights into it and overwrite latest."""
+    from policies.checkpoint import CheckpointError
+
+    _run(tmp_path / "run", 3, stop_at_step=2)
+    before = state_dict_hash(load_checkpoint(tmp_path / "run" / "checkpoints" / "latest").modules["model"])
+    torch.manual_seed(0)
+    cfg = TrainConfig.from_dict({**BASE, "steps": 3, "resume": True})
+    other = Trainer(
+        TinyPolicy(), TinyDataset(), cfg, tmp_path / "run", policy_name="flow", shape_meta=SHAPE_META
+    )
+    with pytest.raises(CheckpointError, match="continues a tiny run, but the command builds policy=flow"):
+        other.fit()
+    resized = Trainer(
+        TinyPolicy(), TinyDataset(), cfg, tmp_path / "run", policy_name="tiny", shape_meta=SHAPE_META,
+        policy_config={"hidden": 999},
+    )  # fmt: skip
+    with pytest.raises(CheckpointError, match=r"policy\.hidden"):
+        resized.fit()
+    after = state_dict_hash(load_checkpoint(tmp_path / "run" / "checkpoints" / "latest").modules["model"])
+    assert after == before  # nothing overwritten
+
+
 def test_sampler_ranks_disjoint_and_resumable():
     full = InfiniteSampler(10, seed=1)
     it = iter(full)
