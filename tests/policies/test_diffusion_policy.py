@@ -157,7 +157,7 @@ def test_act_returns_fresh_tensor(shape_meta: dict, stats: dict) -> None:
     policy = make_policy("diffusion", shape_meta, stats, **TINY)
     first = policy.act({"state": torch.zeros(1, STATE_DIM)})
     kept = first.clone()
-    policy._queue.fill_(123.0)
+    policy.acting.queue.fill_(123.0)
     assert torch.equal(first, kept)
 
 
