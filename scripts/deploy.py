@@ -35,14 +35,7 @@ log = logging.getLogger("robosteer.deploy")
 
 def _given(node: Any) -> dict[str, Any]:
     """The keys of an OmegaConf mapping that were given a value (``???`` ones left out), as a plain dict."""
-    if node is None:
-        return {}
-    return {str(k): _plain_value(node, k) for k in node if not OmegaConf.is_missing(node, k)}
-
-
-def _plain_value(node: Any, key: Any) -> Any:
-    value = node[key]
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    return {k: v for k, v in _plain(node).items() if v != "???"}
 
 
 def check_safety_switch(cfg: DictConfig) -> None:
