@@ -24,7 +24,7 @@ from torch import nn
 
 from policies.acting import ChunkPolicy
 from policies.rl import CriticEnsemble, ReplayBuffer, TanhGaussianActor, Temperature, polyak_update
-from policies.steering.loop import OnlineRunConfig, Sampler, load_run, run_online
+from policies.steering.loop import OnlineLearner, OnlineRunConfig, Sampler, load_run, run_online
 
 VARIANTS = ("na", "sac")
 LATENTS = ("full", "shared")
@@ -97,7 +97,7 @@ class DSRLConfig:
             raise ValueError(f"DSRL latent={self.latent!r} is not known: expected one of {LATENTS}")
 
 
-class DSRL(nn.Module):
+class DSRL(OnlineLearner):
     """Latent-noise actor and critics over a frozen base policy.
 
     ``obs_dim``: size of the flattened observation features the actor and critics see (the concatenated
@@ -428,14 +428,6 @@ class DSRL(nn.Module):
 
     def eval_policy(self) -> SteeredPolicy:
         return SteeredPolicy(self.base, self)
-
-    def transition_fields(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
-        return {}  # DSRL's replay holds the loop's own fields only
-
-    def transition_extras(
-        self, next_obs: dict[str, torch.Tensor], generator: torch.Generator
-    ) -> dict[str, torch.Tensor]:
-        return {}
 
     def extra_state(self) -> dict[str, Any]:
         return {} if self.bank is None else {"noise_bank": self.bank.state_dict()}

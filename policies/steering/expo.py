@@ -40,7 +40,7 @@ from policies.rl import (
     polyak_update,
     sample_mixed,
 )
-from policies.steering.loop import Sampler, load_run, run_online
+from policies.steering.loop import OnlineLearner, Sampler, load_run, run_online
 
 POLICIES = ("otf", "sac")
 ACTIONS = ("chunk", "single")
@@ -154,7 +154,7 @@ def _cosine(step: int, total: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * min(step, total) / max(total, 1)))
 
 
-class EXPO(nn.Module):
+class EXPO(OnlineLearner):
     """Base (trained by imitation only) + edit policy + critic ensemble, or the RLPD actor (``policy=sac``).
 
     ``base``: a generative policy with ``sample(obs, noise)``, ``noise_shape`` and ``loss(batch)``; EXPO

@@ -9,14 +9,15 @@ evaluation with a ``best`` checkpoint, and ``checkpoints/latest`` with everythin
 
 from __future__ import annotations
 
-import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 DEVICES = ("cpu", "cuda", "auto")
 
@@ -55,6 +56,7 @@ class OnlineRunConfig:
     eval_every: int = 10_000
     eval_episodes: int = 50
     checkpoint_every: int = 10_000
+    keep_every: int = 0  # > 0: keep checkpoints/history/<env step> at the first save past each multiple
     log_every: int = 1_000
     seed: int = 0
     max_minutes: float | None = None
@@ -78,31 +80,48 @@ class OnlineRunConfig:
 Sampler = Callable[[int], dict[str, torch.Tensor]]
 
 
-class OnlineLearner(Protocol):
-    """What :func:`run_online` needs of a steering learner (an ``nn.Module``)."""
+class OnlineLearner(nn.Module, ABC):
+    """A steering learner under :func:`run_online`: what every one implements is abstract; the hooks only some
+    need (watching transitions, extra replay fields, extra resume state) default to nothing."""
 
     kind: str  # checkpoint ``kind`` ("dsrl", "expo")
-    label: str  # progress-bar / plot label
     obs_keys: tuple[str, ...]
     taken_dim: int  # size of the flattened ``taken`` field stored per transition
 
+    @property
+    @abstractmethod
+    def label(self) -> str:
+        """Progress-bar / plot label."""
+
+    @abstractmethod
     def warmup_action(
         self, obs: dict[str, torch.Tensor], generator: torch.Generator
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(taken (B, taken_dim), executed chunk (B, E, Da)) before learning starts."""
-        ...
 
+    @abstractmethod
     def explore(
         self, obs: dict[str, torch.Tensor], generator: torch.Generator
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(taken (B, taken_dim), executed chunk (B, E, Da)) while learning."""
-        ...
 
+    @abstractmethod
     def learn(
         self, n_updates: int, n_transitions: int, sample: Sampler, generator: torch.Generator
     ) -> dict[str, float]:
         """Gradient steps after ``n_transitions`` new transitions; ``n_updates`` = utd · transitions owed."""
-        ...
+
+    @abstractmethod
+    def eval_policy(self) -> Any:
+        """A policy with ``act``/``reset`` for the evaluation harness."""
+
+    @abstractmethod
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """Every optimizer by name (checkpointed for an exact resume)."""
+
+    @abstractmethod
+    def get_config(self) -> dict[str, Any]:
+        """What rebuilds the learner (the checkpoint's config)."""
 
     def observe(
         self,
@@ -112,37 +131,24 @@ class OnlineLearner(Protocol):
         done: np.ndarray,
         success: np.ndarray,
     ) -> None:
-        """Every collected transition (executed steps per row, episode ends, ends in success), e.g. to build
-        BC windows."""
-        ...
-
-    def eval_policy(self) -> Any:
-        """A policy with ``act``/``reset`` for the evaluation harness."""
-        ...
+        """Every collected transition (executed steps per row, episode ends, ends in success)."""
 
     def transition_fields(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
-        """Further replay fields stored with every transition, {name: (shape, dtype)} (usually none)."""
-        ...
+        """Further replay fields stored with every transition, {name: (shape, dtype)}."""
+        return {}
 
     def transition_extras(
         self, next_obs: dict[str, torch.Tensor], generator: torch.Generator
     ) -> dict[str, torch.Tensor]:
         """Those fields' values for transitions ending in ``next_obs`` (B, To, ...), computed at storage."""
-        ...
-
-    def optimizers(self) -> dict[str, torch.optim.Optimizer]: ...
+        return {}
 
     def extra_state(self) -> dict[str, Any]:
         """Further state dicts an exact resume needs (e.g. a BC replay), by checkpoint module name."""
-        ...
+        return {}
 
-    def load_extra_state(self, state: dict[str, Any]) -> None: ...
-
-    def get_config(self) -> dict[str, Any]: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: Any) -> Any: ...
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`extra_state` saved."""
 
 
 def final_obs(
@@ -228,22 +234,29 @@ def run_online(
     last observation. ``eval_fn(policy) -> {"success_rate", ...}`` evaluates ``learner.eval_policy()``.
     ``offline``: transitions with the replay's fields, mixed into every batch at ``offline_ratio``.
     """
-    from tqdm import tqdm
-
-    from policies.checkpoint import load_checkpoint, save_checkpoint
+    from policies.engine import RunEngine
+    from policies.guard import losses
     from policies.rl import ReplayBuffer, sample_mixed
     from policies.rl.offline import shaped_chunk_reward
     from policies.rng import get_rng_state, set_rng_state
-    from policies.run_log import RunLog
-    from policies.train.guard import check_finite, check_finite_weights, losses
 
-    out = Path(out_dir)
     device = resolve_device(cfg.device)  # the learner was built there (DSRL/EXPO ``device=``)
     built = getattr(learner, "device", device)
     if torch.device(built).type != device.type:
         raise ValueError(
             f"the learner lives on {built} but the run's device={cfg.device!r}: build it with device={device.type!r}"
         )
+    run = RunEngine(
+        out_dir,
+        what=f"steering ({learner.kind})",
+        total=cfg.env_steps,
+        resume=resume,
+        unit="env step",
+        desc=learner.label,
+        progress=cfg.progress,
+        max_minutes=cfg.max_minutes,
+        keep_every=cfg.keep_every,
+    )
     keys = learner.obs_keys
     extra_fields = learner.transition_fields()  # asked once: fixed for the run
     spec = transition_spec(env.single_observation_space, keys, learner.taken_dim, extra_fields)
@@ -260,12 +273,9 @@ def run_online(
     counters = {"env_steps": 0, "transitions": 0, "updates": 0, "episodes": 0, "pending_updates": 0.0}
     history: list[dict[str, float]] = []
     best: dict[str, float] = {"success_rate": -1.0, "env_steps": 0}
-    ckpt_dir = out / "checkpoints" / "latest"
     config = {"kind": learner.kind, **learner.get_config(), **(checkpoint_config or {})}
-    last_good: dict[str, Any] = {"checkpoint": None, "checkpoint_step": None, "unit": "env step"}
-    what = f"steering ({learner.kind})"  # names the run in a non-finite error
-    if resume and ckpt_dir.exists():
-        ck = load_checkpoint(ckpt_dir)
+    ck = run.restore()
+    if ck is not None:
         learner.load_state_dict(ck.modules["agent"])
         for name, opt in learner.optimizers().items():
             opt.load_state_dict(ck.modules[f"opt_{name}"])
@@ -275,7 +285,7 @@ def run_online(
         history = list(ck.extra["history"])
         best.update(ck.extra.get("best", {}))
         set_rng_state(ck.extra["rng"])
-        last_good.update(checkpoint=ckpt_dir, checkpoint_step=int(counters["env_steps"]))
+        run.mark_saved(int(counters["env_steps"]))
         saved = torch.as_tensor(ck.extra["generator"], dtype=torch.uint8)
         if saved.numel() == gen.get_state().numel():
             gen.set_state(saved)
@@ -290,8 +300,6 @@ def run_online(
             gen.manual_seed(cfg.seed + 7919 * int(counters["transitions"]))
 
     def save() -> None:
-        # never write NaN weights (a NaN gradient step whose loss was still finite)
-        check_finite_weights(learner.named_parameters(), step=counters["env_steps"], what=what, **last_good)
         modules: dict[str, Any] = {"agent": learner.state_dict(), "buffer": buffer.state_dict()}
         modules.update({f"opt_{n}": o.state_dict() for n, o in learner.optimizers().items()})
         modules.update(learner.extra_state())
@@ -302,28 +310,24 @@ def run_online(
             "rng": get_rng_state(),
             "generator": gen.get_state(),
         }
-        save_checkpoint(ckpt_dir, modules, config, extra=extra)
-        last_good.update(checkpoint=ckpt_dir, checkpoint_step=int(counters["env_steps"]))
+        run.save_latest(modules, config, extra, int(counters["env_steps"]), learner.named_parameters())
 
     def evaluate() -> None:
         if eval_fn is None:
             return
         m = dict(eval_fn(learner.eval_policy()))
         history.append({"env_steps": float(counters["env_steps"]), "success_rate": float(m["success_rate"])})
-        tb.scalar("eval/success_rate", m["success_rate"], counters["env_steps"])
+        run.scalar("eval/success_rate", m["success_rate"], counters["env_steps"])
         if (
             m["success_rate"] > best["success_rate"]
         ):  # the learner that scored best (robosteer-eval which=best)
             best.update(success_rate=float(m["success_rate"]), env_steps=counters["env_steps"])
-            save_checkpoint(
-                out / "checkpoints" / "best", {"agent": learner.state_dict()}, {**config, "score": dict(best)}
-            )
+            run.save_best({"agent": learner.state_dict()}, {**config, "score": dict(best)})
 
     def sample(batch_size: int) -> dict[str, Any]:
         return as_batch(sample_mixed(offline_buf, buffer, batch_size, cfg.offline_ratio, gen), keys)
 
-    tb = RunLog(out, resume_step=int(counters["env_steps"]))  # a resumed run drops its stale events
-    start = time.perf_counter()
+    run.start(int(counters["env_steps"]))  # a resumed run drops its stale events
     # Resumed runs restart their episodes from a fresh seed: env simulator state is not checkpointed.
     obs = env.reset(seed=cfg.seed + 7919 * counters["transitions"])
     num_envs = env.num_envs
@@ -333,93 +337,88 @@ def run_online(
     next_ckpt = (counters["env_steps"] // cfg.checkpoint_every + 1) * cfg.checkpoint_every
     next_log = counters["env_steps"] + cfg.log_every
     info_acc: dict[str, float] = {}
-    bar = tqdm(
-        total=cfg.env_steps,
-        initial=counters["env_steps"],
-        unit="step",
-        desc=learner.label,
-        disable=not cfg.progress,
-    )
-    if not history and eval_fn is not None:
-        evaluate()  # the untrained learner on top of the base: the "step 0" point of the curve
-    while counters["env_steps"] < cfg.env_steps:
-        if cfg.max_minutes is not None and time.perf_counter() - start > 60 * cfg.max_minutes:
-            break
-        obs_t = {k: torch.as_tensor(obs[k], dtype=torch.float32, device=device) for k in keys}  # once a step
-        if counters["transitions"] < cfg.warmup_chunks:
-            taken, chunk = learner.warmup_action(obs_t, gen)
-        else:
-            taken, chunk = learner.explore(obs_t, gen)
-        next_obs, reward, terminated, truncated, info = env.step(chunk.cpu().numpy())
-        steps = np.asarray(info["steps_executed"])
-        success = np.asarray(info["success"], dtype=bool)
-        if cfg.reward == "sparse":
-            r = np.where(success, 0.0, -1.0)
-        elif cfg.reward == "shaped":
-            r = shaped_chunk_reward(np.asarray(reward), steps, chunk.shape[1], cfg.reward_scale)
-        else:
-            r = np.asarray(reward, dtype=np.float64)
-        terminated = np.asarray(terminated, dtype=bool)  # (B,) episode ended in success
-        done_any = terminated | np.asarray(truncated)
-        real_next = final_obs(info, next_obs, done_any, keys)
-        next_t = {k: torch.as_tensor(real_next[k], dtype=torch.float32, device=device) for k in keys}
-        buffer.add(
-            **{f"obs/{k}": obs_t[k] for k in keys},
-            **{f"next_obs/{k}": next_t[k] for k in keys},
-            taken=taken,
-            reward=torch.as_tensor(r, dtype=torch.float32, device=device),
-            done=torch.as_tensor(terminated, dtype=torch.float32, device=device),
-            **(learner.transition_extras(next_t, gen) if extra_fields else {}),
-        )
-        learner.observe(obs_t, chunk, steps, done_any, terminated)
-        counters["env_steps"] += int(steps.sum())
-        counters["transitions"] += num_envs
-        bar.update(int(steps.sum()))
-        ep_return += r
-        for i in np.flatnonzero(done_any):
-            recent.append((bool(terminated[i]), float(ep_return[i])))
-            counters["episodes"] += 1
-            ep_return[i] = 0.0
-        obs = next_obs
+    with run:
+        if not history and eval_fn is not None:
+            evaluate()  # the untrained learner on top of the base: the "step 0" point of the curve
+        while counters["env_steps"] < cfg.env_steps and not run.over_budget():
+            obs_t = {
+                k: torch.as_tensor(obs[k], dtype=torch.float32, device=device) for k in keys
+            }  # once a step
+            if counters["transitions"] < cfg.warmup_chunks:
+                taken, chunk = learner.warmup_action(obs_t, gen)
+            else:
+                taken, chunk = learner.explore(obs_t, gen)
+            next_obs, reward, terminated, truncated, info = env.step(chunk.cpu().numpy())
+            steps = np.asarray(info["steps_executed"])
+            success = np.asarray(info["success"], dtype=bool)
+            if cfg.reward == "sparse":
+                r = np.where(success, 0.0, -1.0)
+            elif cfg.reward == "shaped":
+                r = shaped_chunk_reward(np.asarray(reward), steps, chunk.shape[1], cfg.reward_scale)
+            else:
+                r = np.asarray(reward, dtype=np.float64)
+            terminated = np.asarray(terminated, dtype=bool)  # (B,) episode ended in success
+            done_any = terminated | np.asarray(truncated)
+            real_next = final_obs(info, next_obs, done_any, keys)
+            next_t = {k: torch.as_tensor(real_next[k], dtype=torch.float32, device=device) for k in keys}
+            buffer.add(
+                **{f"obs/{k}": obs_t[k] for k in keys},
+                **{f"next_obs/{k}": next_t[k] for k in keys},
+                taken=taken,
+                reward=torch.as_tensor(r, dtype=torch.float32, device=device),
+                done=torch.as_tensor(terminated, dtype=torch.float32, device=device),
+                **(learner.transition_extras(next_t, gen) if extra_fields else {}),
+            )
+            learner.observe(obs_t, chunk, steps, done_any, terminated)
+            counters["env_steps"] += int(steps.sum())
+            counters["transitions"] += num_envs
+            ep_return += r
+            for i in np.flatnonzero(done_any):
+                recent.append((bool(terminated[i]), float(ep_return[i])))
+                counters["episodes"] += 1
+                ep_return[i] = 0.0
+            obs = next_obs
 
-        if counters["transitions"] >= cfg.warmup_chunks:
-            counters["pending_updates"] += cfg.utd * num_envs
-            n_updates = int(counters["pending_updates"])
-            counters["pending_updates"] -= n_updates
-            info_acc.update(learner.learn(n_updates, num_envs, sample, gen))
-            # a NaN/inf loss stops the run here, before any save: checkpoints/latest stays the last good one
-            check_finite(losses(info_acc), step=counters["env_steps"], what=what, **last_good)
-            counters["updates"] += n_updates
+            if counters["transitions"] >= cfg.warmup_chunks:
+                counters["pending_updates"] += cfg.utd * num_envs
+                n_updates = int(counters["pending_updates"])
+                counters["pending_updates"] -= n_updates
+                info_acc.update(learner.learn(n_updates, num_envs, sample, gen))
+                # a NaN/inf loss stops the run here, before any save: checkpoints/latest stays the last good one
+                run.check(losses(info_acc), counters["env_steps"])
+                counters["updates"] += n_updates
 
-        if counters["env_steps"] >= next_log:
-            next_log += cfg.log_every
-            elapsed = max(time.perf_counter() - start, 1e-9)
-            tb.scalar("perf/env_steps_per_s", counters["env_steps"] / elapsed, counters["env_steps"])
-            tb.scalar("perf/updates_per_s", counters["updates"] / elapsed, counters["env_steps"])
-            for k, v in info_acc.items():
-                tb.scalar(f"train/{k}", v, counters["env_steps"])
-            if recent:
-                rate = float(np.mean([s for s, _ in recent[-50:]]))
-                tb.scalar("train/success_rate", rate, counters["env_steps"])
-                tb.scalar("train/return", float(np.mean([x for _, x in recent[-50:]])), counters["env_steps"])
-                bar.set_postfix(success=f"{rate:.0%}", q=f"{info_acc.get('q', 0):.2f}")
-        if next_eval is not None and counters["env_steps"] >= next_eval:
-            next_eval += cfg.eval_every
+            postfix: dict[str, str] = {}
+            if counters["env_steps"] >= next_log:
+                next_log += cfg.log_every
+                elapsed = max(run.seconds(), 1e-9)
+                run.scalar("perf/env_steps_per_s", counters["env_steps"] / elapsed, counters["env_steps"])
+                run.scalar("perf/updates_per_s", counters["updates"] / elapsed, counters["env_steps"])
+                for k, v in info_acc.items():
+                    run.scalar(f"train/{k}", v, counters["env_steps"])
+                if recent:
+                    rate = float(np.mean([s for s, _ in recent[-50:]]))
+                    run.scalar("train/success_rate", rate, counters["env_steps"])
+                    run.scalar(
+                        "train/return", float(np.mean([x for _, x in recent[-50:]])), counters["env_steps"]
+                    )
+                    postfix = {"success": f"{rate:.0%}", "q": f"{info_acc.get('q', 0):.2f}"}
+            run.progress(int(steps.sum()), **postfix)
+            if next_eval is not None and counters["env_steps"] >= next_eval:
+                next_eval += cfg.eval_every
+                evaluate()
+            if counters["env_steps"] >= next_ckpt:
+                next_ckpt += cfg.checkpoint_every
+                save()
+        if eval_fn is not None and (not history or history[-1]["env_steps"] != counters["env_steps"]):
             evaluate()
-        if counters["env_steps"] >= next_ckpt:
-            next_ckpt += cfg.checkpoint_every
-            save()
-    bar.close()
-    if eval_fn is not None and (not history or history[-1]["env_steps"] != counters["env_steps"]):
-        evaluate()
-    save()
-    tb.close()
+        save()
     return {
         "env_steps": counters["env_steps"],
         "updates": counters["updates"],
         "train_episodes": counters["episodes"],
         "eval_episodes": cfg.eval_episodes,
-        "wall_time_s": time.perf_counter() - start,
+        "wall_time_s": run.seconds(),
         "history": history,
         "success_rate": history[-1]["success_rate"] if history else None,
         "best_success_rate": best["success_rate"] if history else None,

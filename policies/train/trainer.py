@@ -15,7 +15,6 @@ rank 0 evaluates and writes files. ``batch_size`` is per process.
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import os
 import time
@@ -30,12 +29,12 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
-from policies.checkpoint import Checkpoint, CheckpointError, jsonable, load_checkpoint, save_checkpoint
+from policies.checkpoint import Checkpoint, CheckpointError, jsonable
+from policies.engine import RunEngine
+from policies.guard import NonFiniteError
 from policies.optim import lr_lambda
 from policies.rng import get_rng_state, seed_everything, set_rng_state
-from policies.run_log import RunLog
 from policies.train.ema import EMAModel
-from policies.train.guard import NonFiniteError, check_finite
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +64,7 @@ class TrainConfig:
     num_workers: int = 0
     log_every: int = 50
     checkpoint_every: int = 1000
+    keep_every: int = 0  # > 0: keep checkpoints/history/<step> at the first save past each multiple
     eval_every: int = 0  # 0: evaluate only at the end
     eval_at_end: bool = True
     max_minutes: float | None = None  # wall-time budget of the training loop; stops with a checkpoint
@@ -231,12 +231,6 @@ class Trainer:
         self._elapsed_before = 0.0  # wall time of earlier sessions of this run (resume)
         self._eval_count = 0
         self._pending: dict[str, Any] = {}
-        self._saved_step: int | None = None  # step of the checkpoints/latest on disk (the last good one)
-
-    # ------------------------------------------------------------------ paths
-    @property
-    def ckpt_dir(self) -> Path:
-        return self.out_dir / "checkpoints"
 
     @property
     def is_main(self) -> bool:
@@ -258,18 +252,9 @@ class Trainer:
             self.optimizer, lr_lambda(cfg.lr_scheduler, cfg.lr_warmup_steps, cfg.steps)
         )
         seed_everything(cfg.seed + self.rank)
-        latest = self.ckpt_dir / "latest"
-        resumed = False
-        if cfg.resume:
-            if latest.exists() or (latest.parent / ".latest.old").exists():
-                self._restore(load_checkpoint(latest))
-                resumed = True
-            else:
-                log.warning("resume=true but %s does not exist: starting from scratch", latest)
-        elif latest.exists():
-            raise FileExistsError(
-                f"{latest} already exists: pass resume=true to continue that run, or choose another out="
-            )
+        ckpt = self.run.restore()
+        if ckpt is not None:
+            self._restore(ckpt)
         if self.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel
 
@@ -291,7 +276,7 @@ class Trainer:
                 min_value=cfg.ema_min_decay,
                 max_value=cfg.ema_max_decay,
             )
-            if resumed:
+            if ckpt is not None:
                 self.ema.averaged_model.load_state_dict(self._pending["ema"])
                 self.ema.load_state_dict(self._pending["ema_state"])
         self._pending = {}
@@ -333,7 +318,7 @@ class Trainer:
         self.optimizer.load_state_dict(ckpt.modules["optimizer"])
         self.lr_scheduler.load_state_dict(ckpt.modules["lr_scheduler"])
         self.step = int(extra["step"])
-        self._saved_step = self.step
+        self.run.mark_saved(self.step)
         self._elapsed_before = float(extra.get("elapsed_s", 0.0))
         self._eval_count = int(extra.get("eval_count", 0))
         b = extra.get("best") or {}
@@ -402,14 +387,32 @@ class Trainer:
         dist.all_gather_object(gathered, state)
         return gathered
 
-    def save_latest(self, elapsed: float) -> None:
+    def save_latest(self) -> None:
         """Write ``checkpoints/latest`` (all ranks must call: RNG states are gathered)."""
         rng = self._gather_rng()
-        if self.is_main:
-            self._write_latest(elapsed, rng)
+        modules: dict[str, Any] = {"model": self.policy}
+        if self.ema is not None:
+            modules["ema"] = self.ema.averaged_model
+        modules["optimizer"] = self.optimizer.state_dict()
+        modules["lr_scheduler"] = self.lr_scheduler.state_dict()
+        extra = {
+            "step": self.step,
+            "total_steps": self.cfg.steps,
+            "elapsed_s": self._elapsed_before + self.run.seconds(),
+            "eval_count": self._eval_count,
+            "ema_state": self.ema.state_dict() if self.ema is not None else None,
+            "best": {
+                "success_rate": self.best.success_rate,
+                "step": self.best.step,
+                "metrics": jsonable(self.best.metrics),
+            },
+            "rng": rng,
+            "world_size": self.world_size,
+            "sampler": {"seed": self.cfg.seed, "consumed_per_rank": self.step * self.cfg.batch_size},
+        }
+        self.run.save_latest(modules, self._checkpoint_config(), extra, self.step)
         if self.world_size > 1:
             dist.barrier()  # no rank may go on (e.g. resume) before the checkpoint is in place
-        self._saved_step = self.step
 
     def _check_update(self, loss: torch.Tensor, grad_norm: torch.Tensor, info: Mapping[str, Any]) -> None:
         """Stop before the optimizer step when the loss or gradient norm is NaN/inf (all ranks agree)."""
@@ -422,52 +425,18 @@ class Trainer:
             return
         values = {"loss": loss, "grad_norm": grad_norm}
         values.update({f"info.{k}": v for k, v in (info or {}).items() if _scalar(v) is not None})
-        latest = self.ckpt_dir / "latest"
-        check_finite(
-            values, step=self.step + 1, what="training", checkpoint=latest, checkpoint_step=self._saved_step
-        )
+        self.run.check(values, self.step + 1)
         raise NonFiniteError(  # finite on this rank: another rank's loss or gradient was not
             f"training: non-finite loss or gradient norm on another rank at step {self.step + 1}; "
-            f"stopped without saving (the last good {latest}: step {self._saved_step})"
+            f"stopped without saving (the last good {self.run.latest}: step {self.run.saved_step})"
         )
-
-    def _write_latest(self, elapsed: float, rng: list[Any]) -> None:
-        modules: dict[str, Any] = {"model": self.policy}
-        if self.ema is not None:
-            modules["ema"] = self.ema.averaged_model
-        modules["optimizer"] = self.optimizer.state_dict()
-        modules["lr_scheduler"] = self.lr_scheduler.state_dict()
-        extra = {
-            "step": self.step,
-            "total_steps": self.cfg.steps,
-            "elapsed_s": elapsed,
-            "eval_count": self._eval_count,
-            "ema_state": self.ema.state_dict() if self.ema is not None else None,
-            "best": {
-                "success_rate": self.best.success_rate,
-                "step": self.best.step,
-                "metrics": jsonable(self.best.metrics),
-            },
-            "rng": rng,
-            "world_size": self.world_size,
-            "sampler": {"seed": self.cfg.seed, "consumed_per_rank": self.step * self.cfg.batch_size},
-        }
-        save_checkpoint(self.ckpt_dir / "latest", modules, self._checkpoint_config(), extra)
-
-    def _save_best(self, metrics: Mapping[str, Any]) -> None:
-        modules: dict[str, Any] = {"model": self.policy}
-        if self.ema is not None:
-            modules["ema"] = self.ema.averaged_model
-        cfg = self._checkpoint_config()
-        cfg["eval"] = jsonable(dict(metrics))
-        save_checkpoint(self.ckpt_dir / "best", modules, cfg)
 
     # ------------------------------------------------------------------ evaluation
     def eval_policy(self) -> nn.Module:
         """The weights evaluation uses: the EMA copy when EMA is on."""
         return self.ema.averaged_model if self.ema is not None else self.policy
 
-    def _evaluate(self, writer: Any) -> dict[str, Any] | None:
+    def _evaluate(self) -> dict[str, Any] | None:
         """Rank 0 runs ``eval_fn`` with RNG states forked, so evaluation never perturbs training."""
         if self.eval_fn is None or not self.is_main:
             return None
@@ -494,15 +463,17 @@ class Trainer:
         self._eval_count += 1
         metrics["eval_time_s"] = time.perf_counter() - t0
         metrics["step"] = self.step
-        if writer is not None:
-            for k, v in metrics.items():
-                s = _scalar(v)
-                if s is not None and k != "step":
-                    writer.scalar(f"eval/{k}", s, self.step)
+        for k, v in metrics.items():
+            s = _scalar(v)
+            if s is not None and k != "step":
+                self.run.scalar(f"eval/{k}", s, self.step)
         sr = metrics.get("success_rate")
         if sr is not None and float(sr) >= self.best.success_rate:
             self.best = _Best(float(sr), self.step, metrics)
-            self._save_best(metrics)
+            modules: dict[str, Any] = {"model": self.policy}
+            if self.ema is not None:
+                modules["ema"] = self.ema.averaged_model
+            self.run.save_best(modules, {**self._checkpoint_config(), "eval": jsonable(dict(metrics))})
         log.info(
             "step %d eval: %s",
             self.step,
@@ -511,51 +482,61 @@ class Trainer:
         return metrics
 
     # ------------------------------------------------------------------ loop
-    def _stop_requested(self, deadline: float | None) -> bool:
-        stop = deadline is not None and time.monotonic() >= deadline
+    def _stop_requested(self) -> bool:
+        stop = self.run.over_budget()
         if self.world_size > 1:
             flag = torch.tensor([1 if stop else 0], dtype=torch.int32)
             dist.broadcast(flag, src=0)  # rank 0's clock decides for everyone
             stop = bool(flag.item())
         return stop
 
+    def _log_window(
+        self, mean_loss: float, grad_norm: torch.Tensor, info: Mapping[str, Any], win: dict
+    ) -> None:
+        """The TensorBoard scalars of one ``log_every`` window (rank 0)."""
+        n, secs = win["n"], max(1e-9, win["data"] + win["update"])
+        self.run.scalar("train/loss", mean_loss, self.step)
+        self.run.scalar("train/lr", self.optimizer.param_groups[0]["lr"], self.step)
+        self.run.scalar("train/grad_norm", float(grad_norm), self.step)
+        self.run.scalar("time/data_s_per_step", win["data"] / n, self.step)
+        self.run.scalar("time/update_s_per_step", win["update"] / n, self.step)
+        self.run.scalar("time/samples_per_s", self.cfg.batch_size * self.world_size * n / secs, self.step)
+        if self.ema is not None:
+            self.run.scalar("train/ema_decay", self.ema.decay, self.step)
+        for k, v in (info or {}).items():
+            s = _scalar(v)
+            if s is not None:
+                self.run.scalar(f"train/{k}", s, self.step)
+
     def fit(self) -> dict[str, Any]:
         """Train to ``cfg.steps`` (or the wall-time budget); return the metrics written to metrics.json."""
         cfg = self.cfg
-        t_start = time.monotonic()
-        deadline = t_start + 60.0 * cfg.max_minutes if cfg.max_minutes else None
+        self.run = RunEngine(
+            self.out_dir,
+            what="training",
+            total=cfg.steps,
+            resume=cfg.resume,
+            progress=cfg.progress,
+            max_minutes=cfg.max_minutes,
+            keep_every=cfg.keep_every,
+            main=self.is_main,
+        )
         self._build()
         start_step = self.step
-        writer = None
-        if self.is_main:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            writer = RunLog(self.out_dir, resume_step=self.step)
-        pbar = None
-        if self.is_main and cfg.progress:
-            from tqdm.auto import tqdm
-
-            pbar = tqdm(total=cfg.steps, initial=self.step, desc="train", dynamic_ncols=True, mininterval=1.0)
+        self.run.start(self.step)
         clip = cfg.grad_clip_norm if cfg.grad_clip_norm and cfg.grad_clip_norm > 0 else float("inf")
         params = [p for p in self.policy.parameters() if p.requires_grad]
         data_time = update_time = 0.0
-        win_loss, win_n, win_data, win_update = 0.0, 0, 0.0, 0.0
+        win = {"loss": 0.0, "n": 0, "data": 0.0, "update": 0.0}
         last_loss = float("nan")
         last_eval: dict[str, Any] | None = None
         last_eval_step = -1
         last_ckpt_step = self.step
         stopped_early = False
-        interrupted = False
-        samples_per_step = cfg.batch_size * self.world_size
-
-        def elapsed() -> float:
-            return self._elapsed_before + time.monotonic() - t_start
-
         data_iter = iter(self.loader)
         try:
             while self.step < cfg.steps:
-                if self._stop_requested(deadline) or (
-                    cfg.stop_at_step is not None and self.step >= cfg.stop_at_step
-                ):
+                if self._stop_requested() or (cfg.stop_at_step is not None and self.step >= cfg.stop_at_step):
                     stopped_early = True
                     break
                 t0 = time.perf_counter()
@@ -574,81 +555,55 @@ class Trainer:
                 t2 = time.perf_counter()
                 data_time += t1 - t0
                 update_time += t2 - t1
-                win_data += t1 - t0
-                win_update += t2 - t1
-                win_loss += float(loss.detach())
-                win_n += 1
-                if pbar is not None:
-                    pbar.update(1)
-
+                win["data"] += t1 - t0
+                win["update"] += t2 - t1
+                win["loss"] += float(loss.detach())
+                win["n"] += 1
+                postfix: dict[str, str] = {}
                 if self.step % cfg.log_every == 0 or self.step == cfg.steps:
-                    mean_loss = win_loss / max(1, win_n)
+                    mean_loss = win["loss"] / max(1, win["n"])
                     if self.world_size > 1:
                         t = torch.tensor([mean_loss], dtype=torch.float64)
                         dist.all_reduce(t)
                         mean_loss = float(t) / self.world_size
                     last_loss = mean_loss
-                    if writer is not None:
-                        lr = self.optimizer.param_groups[0]["lr"]
-                        writer.scalar("train/loss", mean_loss, self.step)
-                        writer.scalar("train/lr", lr, self.step)
-                        writer.scalar("train/grad_norm", float(grad_norm), self.step)
-                        writer.scalar("time/data_s_per_step", win_data / win_n, self.step)
-                        writer.scalar("time/update_s_per_step", win_update / win_n, self.step)
-                        writer.scalar(
-                            "time/samples_per_s",
-                            samples_per_step * win_n / max(1e-9, win_data + win_update),
-                            self.step,
-                        )
-                        if self.ema is not None:
-                            writer.scalar("train/ema_decay", self.ema.decay, self.step)
-                        for k, v in (info or {}).items():
-                            s = _scalar(v)
-                            if s is not None:
-                                writer.scalar(f"train/{k}", s, self.step)
-                    if pbar is not None:
-                        pbar.set_postfix(
-                            loss=f"{mean_loss:.4f}", lr=f"{self.optimizer.param_groups[0]['lr']:.2e}"
-                        )
-                    win_loss, win_n, win_data, win_update = 0.0, 0, 0.0, 0.0
-
+                    self._log_window(mean_loss, grad_norm, info, win)
+                    postfix = {
+                        "loss": f"{mean_loss:.4f}",
+                        "lr": f"{self.optimizer.param_groups[0]['lr']:.2e}",
+                    }
+                    win = {"loss": 0.0, "n": 0, "data": 0.0, "update": 0.0}
+                self.run.progress(1, **postfix)
                 if cfg.eval_every > 0 and self.step % cfg.eval_every == 0 and self.step < cfg.steps:
-                    last_eval = self._evaluate(writer) or last_eval
+                    last_eval = self._evaluate() or last_eval
                     last_eval_step = self.step
                 if cfg.checkpoint_every > 0 and self.step % cfg.checkpoint_every == 0:
-                    self.save_latest(elapsed())
+                    self.save_latest()
                     last_ckpt_step = self.step
         except KeyboardInterrupt:
-            interrupted = True
             if self.world_size > 1:
                 raise
             log.warning("interrupted at step %d: saving checkpoints/latest", self.step)
-        except NonFiniteError:
-            if writer is not None:
-                writer.close()
-            raise  # never save after the fault: checkpoints/latest stays the last good one
-        finally:
-            if pbar is not None:
-                pbar.close()
-
-        if interrupted:
-            self.save_latest(elapsed())
-            if writer is not None:
-                writer.close()
-            raise KeyboardInterrupt
+            self.save_latest()
+            self.run.close()
+            raise
+        except BaseException:
+            self.run.close()  # a NaN stops here without saving: checkpoints/latest stays the last good one
+            raise
         evaluated = False
         if self.eval_fn is not None and cfg.eval_at_end and last_eval_step != self.step:
-            last_eval = self._evaluate(writer) or last_eval
+            last_eval = self._evaluate() or last_eval
             evaluated = True
-        if evaluated or self.step != last_ckpt_step or not (self.ckpt_dir / "latest").exists():
-            self.save_latest(elapsed())  # after the final eval, so 'best' and eval counters are current
+        if evaluated or self.step != last_ckpt_step or not self.run.latest.exists():
+            self.save_latest()  # after the final eval, so 'best' and eval counters are current
         loop_steps = self.step - start_step
+        loop_time = max(1e-9, data_time + update_time)
         metrics: dict[str, Any] = {
             "steps": self.step,
             "final_loss": last_loss,
-            "wall_time_s": elapsed(),
-            "samples_per_s": samples_per_step * loop_steps / max(1e-9, data_time + update_time),
-            "steps_per_s": loop_steps / max(1e-9, data_time + update_time),
+            "wall_time_s": self._elapsed_before + self.run.seconds(),
+            "samples_per_s": cfg.batch_size * self.world_size * loop_steps / loop_time,
+            "steps_per_s": loop_steps / loop_time,
             "data_time_s": data_time,
             "update_time_s": update_time,
             "batch_size": cfg.batch_size,
@@ -665,13 +620,8 @@ class Trainer:
             metrics["eval_step"] = last_eval.get("step")
             metrics["best_success_rate"] = self.best.success_rate
             metrics["best_step"] = self.best.step
-        if writer is not None:
-            writer.close()
-        if self.is_main:
-            metrics = jsonable(metrics)
-            tmp = self.out_dir / ".metrics.json.tmp"
-            tmp.write_text(json.dumps(metrics, indent=2) + "\n")
-            os.replace(tmp, self.out_dir / "metrics.json")
+        metrics = jsonable(metrics)
+        self.run.finish(metrics)
         if self.world_size > 1:
             dist.barrier()
         return metrics

@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from policies.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from policies.checkpoint import CheckpointError, load_checkpoint
 from policies.data import compute_stats, open_dataset
+from policies.engine import RunEngine
+from policies.guard import losses
 from policies.rl import NormalizedCritic, ReplayBuffer, chunk_transitions
-from policies.train.guard import check_finite, check_finite_weights, losses
 from policies.value.calql import CalQL, CalQLConfig
 from policies.value.iql import IQL, IQLConfig
 
@@ -185,21 +186,14 @@ def train_value(
     meta: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train ``steps`` updates; TensorBoard under ``out/tb``, ``checkpoints/latest``; returns final figures."""
-    from policies.run_log import RunLog
-
-    out = Path(out_dir)
-    latest = out / "checkpoints" / "latest"
+    run = RunEngine(
+        out_dir, what=f"value learning ({algo})", total=steps, resume=resume, desc=algo, progress=False
+    )
     meta = dict(meta or {})
     gen = torch.Generator().manual_seed(seed)
     step = 0
-    saved: int | None = None  # step of the checkpoints/latest on disk: the last good one
-    what = f"value learning ({algo})"  # names the run in a non-finite error
-    if latest.exists() and not resume:
-        raise FileExistsError(
-            f"{latest} already exists: pass resume=true to continue that run, or choose another out="
-        )
-    if resume and latest.exists():
-        ck = load_checkpoint(latest)
+    ck = run.restore()
+    if ck is not None:
         learner.load_state_dict(ck.modules["learner"])
         for name, opt in learner.optimizers().items():
             opt.load_state_dict(ck.modules[f"opt_{name}"])
@@ -208,32 +202,26 @@ def train_value(
             if state is not None:
                 sched.load_state_dict(state)
         gen.set_state(ck.extra["generator"])
-        step = saved = int(ck.extra["step"])
-        log.info("resumed %s from step %d", latest, step)
+        step = int(ck.extra["step"])
+        run.mark_saved(step)
 
     def save() -> None:
-        nonlocal saved
-        check_finite_weights(  # never write NaN weights (a NaN gradient step with a finite loss)
-            learner.named_parameters(), step=step, what=what, checkpoint=latest, checkpoint_step=saved
-        )
         modules: dict[str, Any] = {"critic": learner.critic, "learner": learner}
         modules.update({f"opt_{k}": o.state_dict() for k, o in learner.optimizers().items()})
         modules.update({f"sched_{k}": sc.state_dict() for k, sc in learner.schedulers().items()})
-        save_checkpoint(
-            latest, modules, _config(learner, algo, meta, step), {"step": step, "generator": gen.get_state()}
-        )
-        saved = step
+        extra = {"step": step, "generator": gen.get_state()}
+        run.save_latest(modules, _config(learner, algo, meta, step), extra, step, learner.named_parameters())
 
-    writer = RunLog(out, resume_step=step)
+    run.start(step)
     t0 = time.perf_counter()
     start = step
     window: dict[str, list[float]] = {}
     last: dict[str, float] = {}
-    try:
+    with run:
         while step < steps:
             info = learner.update(buffer.sample(batch_size, gen), gen)
             step += 1
-            check_finite(losses(info), step=step, what=what, checkpoint=latest, checkpoint_step=saved)
+            run.check(losses(info), step)
             for k, v in info.items():
                 window.setdefault(k, []).append(v)
             if step % log_every == 0 or step == steps:
@@ -242,15 +230,11 @@ def train_value(
                     for k, v in window.items()
                 }
                 for k, v in last.items():
-                    writer.scalar(f"train/{k}", v, step)
-                writer.scalar(
-                    "time/updates_per_s", (step - start) / max(1e-9, time.perf_counter() - t0), step
-                )
+                    run.scalar(f"train/{k}", v, step)
+                run.scalar("time/updates_per_s", (step - start) / max(1e-9, time.perf_counter() - t0), step)
                 window = {}
             if checkpoint_every > 0 and step % checkpoint_every == 0:
                 save()
-    finally:
-        writer.close()
     save()
     wall = time.perf_counter() - t0
     return {

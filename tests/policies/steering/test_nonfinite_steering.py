@@ -12,9 +12,9 @@ from policy_testkit import tiny_steering_base
 from torch import nn
 
 from policies.checkpoint import load_checkpoint
+from policies.guard import NonFiniteError
 from policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
 from policies.steering.loop import OnlineRunConfig, run_online
-from policies.train.guard import NonFiniteError
 
 torch.set_num_threads(1)
 TO, TA, D = 2, 4, 39

@@ -8,8 +8,8 @@ import torch
 from _trainkit import SHAPE_META, TinyDataset, TinyPolicy
 
 from policies.checkpoint import load_checkpoint
+from policies.guard import NonFiniteError
 from policies.train import TrainConfig, Trainer
-from policies.train.guard import NonFiniteError
 
 torch.set_num_threads(1)
 

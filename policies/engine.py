@@ -1,0 +1,182 @@
+"""One run's lifecycle, shared by every learning loop: imitation, value learning and online steering.
+
+Each loop owns only what is its own — where its batches come from and what one update is
+(``policies/train/trainer.py``, ``policies/value/learner.py``, ``policies/steering/loop.py``) — and hands
+the rest to :class:`RunEngine`: refusing to overwrite a run, resuming from ``checkpoints/latest``, the metric
+stream (:class:`RunLog`), the progress bar, the wall-time budget, the non-finite guard that names the last
+good checkpoint, atomic ``latest`` / ``best`` / every-N ``history`` checkpoints and ``metrics.json``. A
+logger or an actor–learner split is added here, once, for every algorithm.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from policies.checkpoint import Checkpoint, jsonable, load_checkpoint, save_checkpoint
+from policies.guard import check_finite, check_finite_weights
+from policies.run_log import RunLog
+
+log = logging.getLogger(__name__)
+
+
+class RunEngine:
+    """The lifecycle of the run in ``out_dir``; ``main=False`` (a DDP rank > 0) writes nothing.
+
+    ``what`` names the run in errors ("training", "steering (dsrl)"); ``unit`` names what its steps count
+    ("step", "env step"); ``total`` sizes the progress bar; ``keep_every`` > 0 copies ``latest`` to
+    ``checkpoints/history/<step>`` at the first save on or past each multiple of it.
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike,
+        *,
+        what: str,
+        total: int,
+        resume: bool = False,
+        unit: str = "step",
+        desc: str = "train",
+        progress: bool = True,
+        max_minutes: float | None = None,
+        keep_every: int = 0,
+        main: bool = True,
+    ) -> None:
+        self.out = Path(out_dir)
+        self.ckpt_dir = self.out / "checkpoints"
+        self.latest = self.ckpt_dir / "latest"
+        self.what, self.unit, self.total, self.desc = what, unit, total, desc
+        self.show_progress, self.max_minutes, self.keep_every, self.main = (
+            progress,
+            max_minutes,
+            keep_every,
+            main,
+        )
+        on_disk = self.latest.exists() or (self.ckpt_dir / ".latest.old").exists()  # .old: a save was cut
+        if main and not resume and self.latest.exists():
+            raise FileExistsError(
+                f"{self.latest} already exists: pass resume=true to continue that run, or choose another out="
+            )
+        if resume and not on_disk:
+            log.warning("resume=true but %s does not exist: starting from scratch", self.latest)
+        self.resuming = resume and on_disk
+        self.saved_step: int | None = None  # step of checkpoints/latest on disk: the last good state
+        self._log: RunLog | None = None
+        self._bar: Any = None
+        self._t0 = time.monotonic()
+
+    def restore(self, names: Iterable[str] | None = None) -> Checkpoint | None:
+        """``checkpoints/latest`` when resuming (None otherwise); the loop loads its own state from it."""
+        if not self.resuming:
+            return None
+        ck = load_checkpoint(self.latest, names=list(names) if names is not None else None)
+        log.info("resuming %s", ck.path)
+        return ck
+
+    def start(self, step: int) -> None:
+        """Open the metric stream (dropping events after ``step`` when resumed) and the progress bar."""
+        self._t0 = time.monotonic()
+        if not self.main:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._log = RunLog(self.out, resume_step=step)
+        if self.show_progress:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(
+                total=self.total,
+                initial=step,
+                desc=self.desc,
+                unit=self.unit.split()[-1],
+                dynamic_ncols=True,
+                mininterval=1.0,
+            )
+
+    # ------------------------------------------------------------------ during the run
+    def seconds(self) -> float:
+        """Wall time of this session of the run."""
+        return time.monotonic() - self._t0
+
+    def over_budget(self) -> bool:
+        return self.max_minutes is not None and self.seconds() >= 60.0 * self.max_minutes
+
+    def scalar(self, name: str, value: Any, step: int) -> None:
+        if self._log is not None:
+            self._log.scalar(name, value, step)
+
+    def progress(self, n: int, **postfix: str) -> None:
+        if self._bar is not None:
+            self._bar.update(n)
+            if postfix:
+                self._bar.set_postfix(**postfix)
+
+    def check(self, values: Mapping[str, Any], step: int) -> None:
+        """Raise :class:`NonFiniteError` on any NaN/inf among ``values``, naming the last good checkpoint."""
+        check_finite(values, step=step, what=self.what, unit=self.unit, **self._last_good())
+
+    def _last_good(self) -> dict[str, Any]:
+        return {
+            "checkpoint": self.latest if self.saved_step is not None else None,
+            "checkpoint_step": self.saved_step,
+        }
+
+    # ------------------------------------------------------------------ checkpoints
+    def mark_saved(self, step: int) -> None:
+        """``checkpoints/latest`` holds ``step`` (after a save, or when resumed from it)."""
+        self.saved_step = step
+
+    def save_latest(
+        self,
+        modules: Mapping[str, Any],
+        config: Mapping[str, Any],
+        extra: Mapping[str, Any] | None,
+        step: int,
+        params: Iterable[tuple[str, torch.Tensor]] = (),
+    ) -> None:
+        """Write ``checkpoints/latest`` atomically, refusing NaN/inf ``params`` (a NaN step whose loss was
+        finite), and keep a copy in ``history/`` on every ``keep_every``-th step."""
+        check_finite_weights(params, step=step, what=self.what, unit=self.unit, **self._last_good())
+        if self.main:
+            save_checkpoint(
+                self.latest, dict(modules), dict(config), dict(extra) if extra is not None else None
+            )
+            if self.keep_every > 0 and step // self.keep_every > (self.saved_step or 0) // self.keep_every:
+                kept = self.ckpt_dir / "history" / f"{step:09d}"
+                shutil.rmtree(kept, ignore_errors=True)
+                shutil.copytree(self.latest, kept)
+        self.saved_step = step
+
+    def save_best(self, modules: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+        if self.main:
+            save_checkpoint(self.ckpt_dir / "best", dict(modules), dict(config))
+
+    # ------------------------------------------------------------------ end
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def finish(self, metrics: Mapping[str, Any] | None = None) -> None:
+        """Close the stream and the bar; write ``metrics.json`` atomically when given."""
+        self.close()
+        if metrics is not None and self.main:
+            tmp = self.out / ".metrics.json.tmp"
+            tmp.write_text(json.dumps(jsonable(dict(metrics)), indent=2) + "\n")
+            os.replace(tmp, self.out / "metrics.json")
+
+    def __enter__(self) -> RunEngine:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
