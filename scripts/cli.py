@@ -16,6 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from scripts.common import CONFIG_DIR, debug
+from scripts.schemas import EVAL_SOURCES
 
 # Counts that must be at least one (a run that does nothing is a mistake, not a result).
 POSITIVE = {
@@ -30,11 +31,10 @@ POSITIVE = {
 }
 # Keys the user writes under another name (deploy's ``policy=`` arrives as ``policy_source=``).
 USER_KEYS = {"policy_source": "policy"}
-# The config group ``policy`` holds both model architectures and evaluation sources; each command takes
-# only its own kind.
+# The config group ``algo`` holds steering and value learners, each command takes only its own kind;
+# robosteer-eval's ``policy`` options are evaluation sources, not the architectures of configs/policy/.
 GROUP_OPTIONS = {
-    ("train", "policy"): ("diffusion", "flow", "streaming"),
-    ("eval", "policy"): ("checkpoint", "expert", "replay"),
+    ("eval", "policy"): tuple(EVAL_SOURCES),
     ("steer", "algo"): ("dsrl", "expo"),
     ("value", "algo"): ("calql", "iql"),
 }
@@ -61,8 +61,14 @@ def _nearest(word: str, choices: list[str]) -> str:
     return f"; nearest valid choice: {near[0]!r}" if near else ""
 
 
-def _groups() -> set[str]:
-    return {p.name for p in Path(CONFIG_DIR).iterdir() if p.is_dir()}
+def _groups(config_name: str) -> set[str]:
+    """The config groups ``config_name``'s defaults list chooses from (``policy``, ``algo``, ``robot``, ...)."""
+    import yaml
+
+    text = (Path(CONFIG_DIR) / f"{config_name}.yaml").read_text()
+    entries = yaml.safe_load(text).get("defaults") or []
+    names = {str(k).lstrip("/").partition("@")[0] for e in entries if isinstance(e, dict) for k in e}
+    return names & {p.name for p in Path(CONFIG_DIR).iterdir() if p.is_dir()}
 
 
 def _options(group: str) -> list[str]:
@@ -74,7 +80,7 @@ def _compose(config_name: str, overrides: list[str]) -> DictConfig:
 
     from scripts import schemas
 
-    schemas.register()
+    schemas.register(eval_sources=config_name == "eval")
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         return compose(config_name=config_name, overrides=overrides)
 
@@ -86,7 +92,7 @@ def _first_line(err: BaseException) -> str:
 
 def problems(config_name: str, args: list[str]) -> None:
     """Raise :class:`CliError` for the first mistake in ``args`` (``key=value`` overrides of ``config_name``)."""
-    groups, group_args, plain = _groups(), [], []
+    groups, group_args, plain = _groups(config_name), [], []
     for arg in args:
         key, eq, value = arg.partition("=")
         if not eq:
@@ -106,7 +112,13 @@ def problems(config_name: str, args: list[str]) -> None:
         _check_key(base, key)
     try:
         cfg = _compose(config_name, args)
-    except Exception as err:
+    except Exception as err:  # a typed (structured) key refused the value: name the key and the type
+        import yaml
+
+        for _, key, raw in plain:
+            if not key.startswith(("hydra.", "+", "~")):
+                default = OmegaConf.select(base, key, throw_on_missing=False)
+                _check_value(key, raw, default, yaml.safe_load(raw) if raw else None)
         raise CliError(_first_line(err)) from err
     for _, key, raw in plain:
         if key.startswith(("hydra.", "+", "~")):

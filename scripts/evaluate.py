@@ -17,10 +17,10 @@ import numpy as np
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from scripts import schemas
 from scripts.cli import check_overrides
 from scripts.common import CONFIG_DIR, exit_codes, format_table, start_run, write_metrics
-
-POLICY_CHOICES = ("checkpoint", "expert", "replay")
+from scripts.schemas import EVAL_SOURCES
 
 
 def obs_mode(shape_meta: dict[str, Any]) -> tuple[str, tuple[str, ...], int]:
@@ -212,9 +212,9 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
 @hydra.main(config_path=CONFIG_DIR, config_name="eval", version_base=None)
 def _main(cfg: DictConfig) -> None:
-    if cfg.policy.name not in POLICY_CHOICES:
+    if cfg.policy.name not in EVAL_SOURCES:
         raise SystemExit(
-            f"policy={cfg.policy.name!r} is not valid for robosteer-eval: expected one of {POLICY_CHOICES}"
+            f"policy={cfg.policy.name!r} is not valid for robosteer-eval: expected one of {EVAL_SOURCES}"
         )
     run_dir = start_run(cfg)
     with exit_codes("robosteer-eval"):  # bad dataset/checkpoint: 2
@@ -245,6 +245,7 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    schemas.register(eval_sources=True)
     check_overrides("robosteer-eval", "eval", sys.argv[1:])  # one-line errors, exit 2
     _main()
 

@@ -24,6 +24,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from scripts import schemas
 from scripts.cli import check_overrides
 from scripts.common import (
     CONFIG_DIR,
@@ -117,39 +118,6 @@ def build_eval_fn(
     return eval_fn
 
 
-def train_config(cfg: DictConfig, device: str) -> Any:
-    """Map the flat Hydra config onto ``TrainConfig``."""
-    from policies.train import TrainConfig
-
-    return TrainConfig(
-        steps=int(cfg.steps),
-        batch_size=int(cfg.batch_size),
-        lr=float(cfg.optim.lr),
-        betas=tuple(float(b) for b in cfg.optim.betas),
-        eps=float(cfg.optim.eps),
-        weight_decay=float(cfg.optim.weight_decay),
-        lr_scheduler=str(cfg.lr_scheduler),
-        lr_warmup_steps=int(cfg.lr_warmup_steps),
-        grad_clip_norm=None if cfg.grad_clip_norm is None else float(cfg.grad_clip_norm),
-        ema=bool(cfg.ema.enable),
-        ema_power=float(cfg.ema.power),
-        ema_max_decay=float(cfg.ema.max_decay),
-        ema_min_decay=float(cfg.ema.min_decay),
-        ema_update_after_step=int(cfg.ema.update_after_step),
-        ema_inv_gamma=float(cfg.ema.inv_gamma),
-        seed=int(cfg.seed),
-        num_workers=int(cfg.num_workers),
-        log_every=int(cfg.log_every),
-        checkpoint_every=int(cfg.checkpoint_every),
-        eval_every=int(cfg.eval_every),
-        max_minutes=None if cfg.max_minutes is None else float(cfg.max_minutes),
-        stop_at_step=None if cfg.stop_at_step is None else int(cfg.stop_at_step),
-        resume=bool(cfg.resume),
-        progress=bool(cfg.progress),
-        device=device,
-    )
-
-
 def _init_distributed(cfg: DictConfig) -> tuple[int, str]:
     """Join the process group when launched by torchrun (WORLD_SIZE > 1); return (rank, device)."""
     want = str(cfg.device)
@@ -192,7 +160,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     trainer = Trainer(
         policy,
         dataset,
-        train_config(cfg, device),
+        schemas.train_config(cfg, device=device),
         run_dir,
         policy_name=name,
         shape_meta=shape_meta,
@@ -259,6 +227,7 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    schemas.register()
     check_overrides("robosteer-train", "train", sys.argv[1:])  # one-line errors, exit 2
     _main()
 

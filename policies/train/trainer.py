@@ -45,8 +45,8 @@ EvalFn = Callable[..., Mapping[str, Any]]
 class TrainConfig:
     """Every hyperparameter of the imitation loop (``batch_size`` is per process)."""
 
-    steps: int = 10_000
-    batch_size: int = 256
+    steps: int = 20_000
+    batch_size: int = 256  # per process
     lr: float = 3e-4
     betas: tuple[float, float] = (0.95, 0.999)
     eps: float = 1e-8
@@ -54,25 +54,25 @@ class TrainConfig:
     lr_scheduler: str = "cosine"  # cosine | linear | constant (all after a linear warm-up)
     lr_warmup_steps: int = 500
     grad_clip_norm: float | None = 10.0  # None or <= 0: no clipping (the norm is still logged)
-    ema: bool = True
+    ema: bool = True  # evaluation and the 'ema'/'best' weights use the moving average
     ema_power: float = 0.75
     ema_max_decay: float = 0.9999
     ema_min_decay: float = 0.0
     ema_update_after_step: int = 0
     ema_inv_gamma: float = 1.0
-    seed: int = 0
-    num_workers: int = 0
+    seed: int = 0  # seeds init, data order and training noise (rank r uses seed + r)
+    num_workers: int = 0  # DataLoader workers (an in-memory dataset: 0 is usually fastest)
     log_every: int = 50
-    checkpoint_every: int = 1000
+    checkpoint_every: int = 1000  # checkpoints/latest
     keep_every: int = 0  # > 0: keep checkpoints/history/<step> at the first save past each multiple
     eval_every: int = 0  # 0: evaluate only at the end
     eval_at_end: bool = True
     max_minutes: float | None = None  # wall-time budget of the training loop; stops with a checkpoint
     # Stop (with a checkpoint) at this step; unlike a smaller `steps`, the LR schedule still spans `steps`.
     stop_at_step: int | None = None
-    resume: bool = False
+    resume: bool = False  # true: continue from <out>/checkpoints/latest (bit-exact)
     progress: bool = True
-    device: str = "cpu"
+    device: str = "cpu"  # cpu | cuda | auto
     find_unused_parameters: bool = False
 
     @classmethod
