@@ -6,12 +6,18 @@ the rest to :class:`RunEngine`: refusing to overwrite a run, resuming from ``che
 stream (:class:`RunLog`), the progress bar, the wall-time budget, the non-finite guard that names the last
 good checkpoint, atomic ``latest`` / ``best`` / every-N ``history`` checkpoints and ``metrics.json``. A
 logger or an actor–learner split is added here, once, for every algorithm.
+
+Why the NaN guard: one NaN in one action of a dataset used to train to the end, exit 0 and write a checkpoint
+whose weights were mostly NaN, which was then served and deployed. Each loop checks its losses at every update
+and the engine checks the trainable weights before every save, raising :class:`NonFiniteError` instead: the
+checkpoint on disk stays the last good one (the console scripts exit 1 with one line).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import shutil
 import time
@@ -22,10 +28,19 @@ from typing import Any
 import torch
 
 from policies.checkpoint import Checkpoint, jsonable, load_checkpoint, save_checkpoint
-from policies.guard import check_finite, check_finite_weights
 from policies.run_log import RunLog
 
 log = logging.getLogger(__name__)
+
+
+class NonFiniteError(RuntimeError):
+    """A loss, gradient norm or weight became NaN/inf: the run stopped and wrote no checkpoint after it."""
+
+
+def losses(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of an update's info whose name ends in ``loss``: the figures that must stay finite (other
+    diagnostics may be NaN by design, e.g. Cal-QL's bound rate without Monte-Carlo returns)."""
+    return {k: v for k, v in info.items() if k.endswith("loss")}
 
 
 class RunEngine:
@@ -119,14 +134,20 @@ class RunEngine:
                 self._bar.set_postfix(**postfix)
 
     def check(self, values: Mapping[str, Any], step: int) -> None:
-        """Raise :class:`NonFiniteError` on any NaN/inf among ``values``, naming the last good checkpoint."""
-        check_finite(values, step=step, what=self.what, unit=self.unit, **self._last_good())
-
-    def _last_good(self) -> dict[str, Any]:
-        return {
-            "checkpoint": self.latest if self.saved_step is not None else None,
-            "checkpoint_step": self.saved_step,
+        """Raise :class:`NonFiniteError` on any NaN/inf among ``values`` (floats or one-element tensors)."""
+        floats = {
+            k: float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for k, v in values.items()
         }
+        bad = ", ".join(f"{k} = {x}" for k, x in floats.items() if not math.isfinite(x))
+        if bad:
+            raise self.stopped(f"non-finite {bad}", step)
+
+    def stopped(self, fault: str, step: int) -> NonFiniteError:
+        """The error for ``fault`` at ``step``, naming where the last good state is."""
+        good = "no checkpoint had been written"
+        if self.saved_step is not None:
+            good = f"{self.latest} holds the last good state ({self.unit} {self.saved_step})"
+        return NonFiniteError(f"{self.what}: {fault} at {self.unit} {step}; stopped without saving: {good}")
 
     # ------------------------------------------------------------------ checkpoints
     def mark_saved(self, step: int) -> None:
@@ -143,7 +164,9 @@ class RunEngine:
     ) -> None:
         """Write ``checkpoints/latest`` atomically, refusing NaN/inf ``params`` (a NaN step whose loss was
         finite), and keep a copy in ``history/`` on every ``keep_every``-th step."""
-        check_finite_weights(params, step=step, what=self.what, unit=self.unit, **self._last_good())
+        for name, p in params:
+            if p.is_floating_point() and not bool(torch.isfinite(p.detach()).all()):
+                raise self.stopped(f"weights {name!r} hold NaN/inf", step)
         if self.main:
             save_checkpoint(
                 self.latest, dict(modules), dict(config), dict(extra) if extra is not None else None

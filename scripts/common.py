@@ -77,7 +77,7 @@ def exit_codes(command: str) -> Iterator[None]:
     """
     from policies.checkpoint import CheckpointError
     from policies.data.errors import DatasetError
-    from policies.guard import NonFiniteError
+    from policies.engine import NonFiniteError
 
     try:
         yield

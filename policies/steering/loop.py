@@ -234,8 +234,7 @@ def run_online(
     last observation. ``eval_fn(policy) -> {"success_rate", ...}`` evaluates ``learner.eval_policy()``.
     ``offline``: transitions with the replay's fields, mixed into every batch at ``offline_ratio``.
     """
-    from policies.engine import RunEngine
-    from policies.guard import losses
+    from policies.engine import RunEngine, losses
     from policies.rl import ReplayBuffer, sample_mixed
     from policies.rl.offline import shaped_chunk_reward
     from policies.rng import get_rng_state, set_rng_state

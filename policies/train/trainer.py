@@ -30,8 +30,7 @@ from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
 from policies.checkpoint import Checkpoint, CheckpointError, jsonable
-from policies.engine import RunEngine
-from policies.guard import NonFiniteError
+from policies.engine import NonFiniteError, RunEngine
 from policies.optim import lr_lambda
 from policies.rng import get_rng_state, seed_everything, set_rng_state
 from policies.train.ema import EMAModel
@@ -426,10 +425,8 @@ class Trainer:
         values = {"loss": loss, "grad_norm": grad_norm}
         values.update({f"info.{k}": v for k, v in (info or {}).items() if _scalar(v) is not None})
         self.run.check(values, self.step + 1)
-        raise NonFiniteError(  # finite on this rank: another rank's loss or gradient was not
-            f"training: non-finite loss or gradient norm on another rank at step {self.step + 1}; "
-            f"stopped without saving (the last good {self.run.latest}: step {self.run.saved_step})"
-        )
+        # finite on this rank: another rank's loss or gradient was not
+        raise self.run.stopped("non-finite loss or gradient norm on another rank", self.step + 1)
 
     # ------------------------------------------------------------------ evaluation
     def eval_policy(self) -> nn.Module:

@@ -23,8 +23,7 @@ import torch
 
 from policies.checkpoint import CheckpointError, load_checkpoint
 from policies.data import compute_stats, open_dataset
-from policies.engine import RunEngine
-from policies.guard import losses
+from policies.engine import RunEngine, losses
 from policies.rl import NormalizedCritic, ReplayBuffer, chunk_transitions
 from policies.value.calql import CalQL, CalQLConfig
 from policies.value.iql import IQL, IQLConfig

@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from policies.checkpoint import load_checkpoint
-from policies.engine import RunEngine
-from policies.guard import NonFiniteError
+from policies.engine import NonFiniteError, RunEngine
 
 
 def _save(run: RunEngine, step: int, value: float = 1.0) -> None:

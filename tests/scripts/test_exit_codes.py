@@ -16,7 +16,7 @@ import torch
 
 from policies.checkpoint import CheckpointError, load_checkpoint
 from policies.data import DatasetError, DatasetWriter
-from policies.guard import NonFiniteError
+from policies.engine import NonFiniteError
 from scripts.common import exit_codes
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from policy_testkit import tiny_steering_base
 from torch import nn
 
 from policies.checkpoint import load_checkpoint
-from policies.guard import NonFiniteError
+from policies.engine import NonFiniteError
 from policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
 from policies.steering.loop import OnlineRunConfig, run_online
 

@@ -8,7 +8,7 @@ import torch
 from _trainkit import SHAPE_META, TinyDataset, TinyPolicy
 
 from policies.checkpoint import load_checkpoint
-from policies.guard import NonFiniteError
+from policies.engine import NonFiniteError
 from policies.train import TrainConfig, Trainer
 
 torch.set_num_threads(1)

@@ -8,7 +8,7 @@ import torch
 from _valuekit import write_bandit
 
 from policies.checkpoint import load_checkpoint
-from policies.guard import NonFiniteError
+from policies.engine import NonFiniteError
 from policies.value import build_learner, normalized_buffer, train_value, value_transitions
 
 
