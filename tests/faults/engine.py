@@ -1,0 +1,46 @@
+"""Planted faults in the run engine every learning loop shares (``policies/engine.py``); ``run.py -k engine``."""
+
+ENGINE = "policies/engine.py"
+TESTS = [
+    "tests/policies/test_engine.py",
+    "tests/policies/train/test_trainer_resume.py",
+    "tests/policies/train/test_nonfinite_training.py",
+]
+
+
+def _f(name: str, old: str, new: str) -> dict:
+    return {"name": name, "file": ENGINE, "old": old, "new": new, "tests": TESTS}
+
+
+FAULTS = [
+    _f(
+        "engine: a NaN loss passes the guard",
+        "        if bad:\n            raise self.stopped",
+        "        if False:\n            raise self.stopped",
+    ),
+    _f(
+        "engine: NaN weights are saved",
+        "            if p.is_floating_point() and not bool(torch.isfinite(p.detach()).all()):",
+        "            if p.is_floating_point() and bool(torch.isnan(p.detach()).all()):",
+    ),
+    _f(
+        "engine: an existing run is overwritten without resume=true",
+        "        if main and not resume and self.latest.exists():",
+        "        if main and not resume and self.latest.exists() and False:",
+    ),
+    _f(
+        "engine: resume=true ignores checkpoints/latest",
+        "        self.resuming = resume and on_disk",
+        "        self.resuming = False",
+    ),
+    _f(
+        "engine: history keeps every save",
+        "            if self.keep_every > 0 and step // self.keep_every > (self.saved_step or 0) // self.keep_every:",
+        "            if self.keep_every > 0:",
+    ),
+    _f(
+        "engine: the last good checkpoint is not tracked",
+        "        self.saved_step = step\n\n    def save_best",
+        "        self.saved_step = None\n\n    def save_best",
+    ),
+]
