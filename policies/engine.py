@@ -23,7 +23,7 @@ import shutil
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -43,12 +43,21 @@ def losses(info: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in info.items() if k.endswith("loss")}
 
 
+class RunSettings(Protocol):
+    """What a loop's config tells the engine (TrainConfig and OnlineRunConfig have these fields)."""
+
+    progress: bool
+    max_minutes: float | None  # wall-time budget: stop with a checkpoint
+    keep_every: int  # > 0: keep checkpoints/history/<step> at the first save past each multiple
+
+
 class RunEngine:
     """The lifecycle of the run in ``out_dir``; ``main=False`` (a DDP rank > 0) writes nothing.
 
     ``what`` names the run in errors ("training", "steering (dsrl)"); ``unit`` names what its steps count
-    ("step", "env step"); ``total`` sizes the progress bar; ``keep_every`` > 0 copies ``latest`` to
-    ``checkpoints/history/<step>`` at the first save on or past each multiple of it.
+    ("step", "env step"); ``total`` sizes the progress bar; ``settings`` gives the progress bar, the wall-time
+    budget and ``keep_every`` (> 0: copy ``latest`` to ``checkpoints/history/<step>`` at the first save on or
+    past each multiple of it); without settings: no bar, no budget, no history.
     """
 
     def __init__(
@@ -60,21 +69,17 @@ class RunEngine:
         resume: bool = False,
         unit: str = "step",
         desc: str = "train",
-        progress: bool = True,
-        max_minutes: float | None = None,
-        keep_every: int = 0,
+        settings: RunSettings | None = None,
         main: bool = True,
     ) -> None:
         self.out = Path(out_dir)
         self.ckpt_dir = self.out / "checkpoints"
         self.latest = self.ckpt_dir / "latest"
         self.what, self.unit, self.total, self.desc = what, unit, total, desc
-        self.show_progress, self.max_minutes, self.keep_every, self.main = (
-            progress,
-            max_minutes,
-            keep_every,
-            main,
-        )
+        self.main = main
+        self.show_progress = settings.progress if settings is not None else False
+        self.max_minutes = settings.max_minutes if settings is not None else None
+        self.keep_every = settings.keep_every if settings is not None else 0
         on_disk = self.latest.exists() or (self.ckpt_dir / ".latest.old").exists()  # .old: a save was cut
         if main and not resume and self.latest.exists():
             raise FileExistsError(

@@ -46,7 +46,11 @@ class CliError(ValueError):
 
 
 def check_overrides(command: str, config_name: str, args: list[str]) -> None:
-    """Compose ``config_name`` with ``args`` as the command will; on a mistake print one line and exit 2."""
+    """Register the structured configs, then compose ``config_name`` with ``args`` as the command will; on a
+    mistake print one line and exit 2."""
+    from scripts import schemas
+
+    schemas.register(eval_sources=config_name == "eval")
     if debug() or any(a.startswith("-") for a in args):
         return
     try:

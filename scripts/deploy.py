@@ -18,7 +18,6 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from scripts import schemas
 from scripts.cli import check_overrides
 from scripts.common import (
     CONFIG_DIR,
@@ -273,7 +272,6 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point (``policy=`` arrives as ``policy_source=``: :func:`cli_overrides`)."""
-    schemas.register()
     sys.argv = cli_overrides(sys.argv)
     check_overrides("robosteer-deploy", "deploy", sys.argv[1:])  # one-line errors, exit 2
     _main()

@@ -17,7 +17,6 @@ import numpy as np
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from scripts import schemas
 from scripts.cli import check_overrides
 from scripts.common import CONFIG_DIR, exit_codes, format_table, start_run, write_metrics
 from scripts.schemas import EVAL_SOURCES
@@ -245,7 +244,6 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    schemas.register(eval_sources=True)
     check_overrides("robosteer-eval", "eval", sys.argv[1:])  # one-line errors, exit 2
     _main()
 

@@ -16,7 +16,6 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from scripts import schemas
 from scripts.cli import check_overrides
 from scripts.common import CONFIG_DIR, atomic_write_text, exit_codes, format_table, start_run, write_metrics
 
@@ -279,7 +278,6 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    schemas.register()
     check_overrides("robosteer-steer", "steer", sys.argv[1:])  # one-line errors, exit 2
     _main()
 

@@ -227,7 +227,6 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    schemas.register()
     check_overrides("robosteer-train", "train", sys.argv[1:])  # one-line errors, exit 2
     _main()
 

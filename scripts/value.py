@@ -20,7 +20,6 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from scripts import schemas
 from scripts.cli import check_overrides
 from scripts.common import CONFIG_DIR, dataset_paths, exit_codes, format_table, start_run, write_metrics
 
@@ -130,7 +129,6 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    schemas.register()
     check_overrides("robosteer-value", "value", sys.argv[1:])  # one-line errors, exit 2
     _main()
 

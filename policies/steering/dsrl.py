@@ -508,16 +508,10 @@ def load_steered_policy(path: str, deterministic: bool = True, which: str = "lat
 
 
 def run_dsrl(
-    agent: DSRL,
-    env: Any,
-    cfg: OnlineRunConfig,
-    out_dir: str,
-    eval_fn: Any = None,
-    offline: dict[str, torch.Tensor] | None = None,
-    resume: bool = False,
-    checkpoint_config: dict[str, Any] | None = None,
+    agent: DSRL, env: Any, cfg: OnlineRunConfig, out_dir: str, offline: dict | None = None, **kwargs: Any
 ) -> dict[str, Any]:
-    """Train ``agent`` with the shared chunk-MDP loop (:func:`policies.steering.loop.run_online`).
+    """Train ``agent`` with the shared chunk-MDP loop (:func:`policies.steering.loop.run_online`; its keywords:
+    ``eval_fn``, ``resume``, ``checkpoint_config``).
 
     ``offline``: demonstration chunk transitions (NA only; field ``taken`` = executed chunks) mixed into
     every batch at ``offline_ratio``. Returns the loop's metrics plus ``variant``.
@@ -530,6 +524,6 @@ def run_dsrl(
         agent.bank_offline(
             {k: offline[f"obs/{k}"] for k in agent.obs_keys}, cfg.offline_ratio, seed=cfg.seed + 2
         )
-    metrics = run_online(agent, env, cfg, out_dir, eval_fn, offline, resume, checkpoint_config)
+    metrics = run_online(agent, env, cfg, out_dir, offline=offline, **kwargs)
     # the zero-initialised deterministic actor plays latent 0: initial_success_rate is the base's mode
     return {"variant": agent.config.variant, **metrics}

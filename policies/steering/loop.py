@@ -245,17 +245,8 @@ def run_online(
         raise ValueError(
             f"the learner lives on {built} but the run's device={cfg.device!r}: build it with device={device.type!r}"
         )
-    run = RunEngine(
-        out_dir,
-        what=f"steering ({learner.kind})",
-        total=cfg.env_steps,
-        resume=resume,
-        unit="env step",
-        desc=learner.label,
-        progress=cfg.progress,
-        max_minutes=cfg.max_minutes,
-        keep_every=cfg.keep_every,
-    )
+    what, total, desc = f"steering ({learner.kind})", cfg.env_steps, learner.label
+    run = RunEngine(out_dir, what=what, total=total, resume=resume, unit="env step", desc=desc, settings=cfg)
     keys = learner.obs_keys
     extra_fields = learner.transition_fields()  # asked once: fixed for the run
     spec = transition_spec(env.single_observation_space, keys, learner.taken_dim, extra_fields)

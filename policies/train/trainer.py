@@ -509,14 +509,7 @@ class Trainer:
         """Train to ``cfg.steps`` (or the wall-time budget); return the metrics written to metrics.json."""
         cfg = self.cfg
         self.run = RunEngine(
-            self.out_dir,
-            what="training",
-            total=cfg.steps,
-            resume=cfg.resume,
-            progress=cfg.progress,
-            max_minutes=cfg.max_minutes,
-            keep_every=cfg.keep_every,
-            main=self.is_main,
+            self.out_dir, what="training", total=cfg.steps, resume=cfg.resume, settings=cfg, main=self.is_main
         )
         self._build()
         start_step = self.step

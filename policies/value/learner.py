@@ -185,9 +185,7 @@ def train_value(
     meta: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train ``steps`` updates; TensorBoard under ``out/tb``, ``checkpoints/latest``; returns final figures."""
-    run = RunEngine(
-        out_dir, what=f"value learning ({algo})", total=steps, resume=resume, desc=algo, progress=False
-    )
+    run = RunEngine(out_dir, what=f"value learning ({algo})", total=steps, resume=resume, desc=algo)
     meta = dict(meta or {})
     gen = torch.Generator().manual_seed(seed)
     step = 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -17,7 +18,8 @@ def _save(run: RunEngine, step: int, value: float = 1.0) -> None:
 
 
 def test_history_keeps_the_first_save_past_each_multiple(tmp_path):
-    run = RunEngine(tmp_path, what="test", total=100, keep_every=10, progress=False)
+    settings = SimpleNamespace(progress=False, max_minutes=None, keep_every=10)
+    run = RunEngine(tmp_path, what="test", total=100, settings=settings)
     run.start(0)
     for step in (4, 8, 12, 16, 20, 24, 31):
         _save(run, step, float(step))
@@ -32,19 +34,19 @@ def test_history_keeps_the_first_save_past_each_multiple(tmp_path):
 
 
 def test_refuses_to_overwrite_and_resumes_where_latest_is(tmp_path):
-    run = RunEngine(tmp_path, what="test", total=10, progress=False)
+    run = RunEngine(tmp_path, what="test", total=10)
     _save(run, 5)
     with pytest.raises(FileExistsError, match="resume=true"):
-        RunEngine(tmp_path, what="test", total=10, progress=False)
-    again = RunEngine(tmp_path, what="test", total=10, resume=True, progress=False)
+        RunEngine(tmp_path, what="test", total=10)
+    again = RunEngine(tmp_path, what="test", total=10, resume=True)
     ck = again.restore()
     assert ck is not None and ck.extra["step"] == 5
-    fresh = RunEngine(tmp_path / "other", what="test", total=10, resume=True, progress=False)
+    fresh = RunEngine(tmp_path / "other", what="test", total=10, resume=True)
     assert fresh.restore() is None  # resume=true with nothing on disk starts from scratch
 
 
 def test_non_finite_names_the_last_good_checkpoint_and_is_never_saved(tmp_path):
-    run = RunEngine(tmp_path, what="steering (x)", total=10, unit="env step", progress=False)
+    run = RunEngine(tmp_path, what="steering (x)", total=10, unit="env step")
     _save(run, 3)
     with pytest.raises(
         NonFiniteError, match=r"steering \(x\): non-finite loss = nan at env step 4.*env step 3"
@@ -56,5 +58,6 @@ def test_non_finite_names_the_last_good_checkpoint_and_is_never_saved(tmp_path):
 
 
 def test_budget(tmp_path):
-    assert RunEngine(tmp_path, what="t", total=1, max_minutes=0.0, progress=False).over_budget()
-    assert not RunEngine(tmp_path, what="t", total=1, max_minutes=None, progress=False).over_budget()
+    over = SimpleNamespace(progress=False, max_minutes=0.0, keep_every=0)
+    assert RunEngine(tmp_path, what="t", total=1, settings=over).over_budget()
+    assert not RunEngine(tmp_path, what="t", total=1).over_budget()

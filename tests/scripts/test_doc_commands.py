@@ -17,7 +17,6 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from scripts import schemas
 from scripts.common import CONFIG_DIR
 from scripts.dataset import peel_command
 from scripts.deploy import cli_overrides
@@ -81,7 +80,6 @@ def test_the_docs_show_every_command() -> None:
 @pytest.mark.parametrize(("where", "command", "args"), COMMAND_LINES, ids=[w for w, _, _ in COMMAND_LINES])
 def test_documented_command_resolves_as_written(where: str, command: str, args: list[str]) -> None:
     name, argv = COMMANDS[command]
-    schemas.register()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         cfg = compose(config_name=name, overrides=argv(args))
     OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)  # interpolations resolve too

@@ -9,7 +9,6 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from policies.data import open_dataset
-from scripts import schemas
 from scripts.collect import collect
 from scripts.common import CONFIG_DIR
 from scripts.evaluate import evaluate_policy, replay_dataset
@@ -17,7 +16,6 @@ from sim.randomization import PARAM_KEYS
 
 
 def _compose(name: str, *overrides: str):
-    schemas.register()  # steer's algorithm configs are structured (scripts/schemas.py)
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         return compose(config_name=name, overrides=list(overrides))
 
