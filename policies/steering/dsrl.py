@@ -24,7 +24,7 @@ from torch import nn
 
 from policies.acting import ChunkPolicy
 from policies.rl import CriticEnsemble, ReplayBuffer, TanhGaussianActor, Temperature, polyak_update
-from policies.steering.loop import OnlineLearner, OnlineRunConfig, Sampler, load_run, run_online
+from policies.steering.loop import Flags, Obs, OnlineLearner, OnlineRunConfig, Sampler, load_run, run_online
 
 VARIANTS = ("na", "sac")
 LATENTS = ("full", "shared")
@@ -419,9 +419,7 @@ class DSRL(OnlineLearner):
                 stats.update(self.update_noise_critic(obs, generator))
         return stats
 
-    def observe(
-        self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, steps: Any, done: Any, success: Any
-    ) -> None:
+    def observe(self, obs: Obs, chunk: torch.Tensor, steps: Flags, done: Flags, success: Flags) -> None:
         """NA with a noise bank: bank the state with the latent just played there and K − 1 Gaussian ones."""
         played, self._played = self._played, None
         self.bank_states(obs, played)

@@ -40,7 +40,7 @@ from policies.rl import (
     polyak_update,
     sample_mixed,
 )
-from policies.steering.loop import OnlineLearner, Sampler, load_run, run_online
+from policies.steering.loop import Flags, Obs, OnlineLearner, Sampler, load_run, run_online
 
 POLICIES = ("otf", "sac")
 ACTIONS = ("chunk", "single")
@@ -456,14 +456,7 @@ class EXPO(OnlineLearner):
                     stats.update(self.update_actor(last_k, generator))
         return stats
 
-    def observe(
-        self,
-        obs: dict[str, torch.Tensor],
-        chunk: torch.Tensor,
-        steps: np.ndarray,
-        done: np.ndarray,
-        success: np.ndarray,
-    ) -> None:
+    def observe(self, obs: Obs, chunk: torch.Tensor, steps: Flags, done: Flags, success: Flags) -> None:
         """Record executed steps per env; a finished episode becomes BC windows (one per MDP step), with
         ``bc_online="success"`` only if it ended in success."""
         if self.config.policy != "otf":

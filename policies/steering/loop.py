@@ -78,6 +78,8 @@ class OnlineRunConfig:
 
 
 Sampler = Callable[[int], dict[str, torch.Tensor]]
+Obs = dict[str, torch.Tensor]  # {key: (B, To, ...)}
+Flags = np.ndarray  # (B,) per env row
 
 
 class OnlineLearner(nn.Module, ABC):
@@ -123,14 +125,7 @@ class OnlineLearner(nn.Module, ABC):
     def get_config(self) -> dict[str, Any]:
         """What rebuilds the learner (the checkpoint's config)."""
 
-    def observe(
-        self,
-        obs: dict[str, torch.Tensor],
-        chunk: torch.Tensor,
-        steps: np.ndarray,
-        done: np.ndarray,
-        success: np.ndarray,
-    ) -> None:
+    def observe(self, obs: Obs, chunk: torch.Tensor, steps: Flags, done: Flags, success: Flags) -> None:
         """Every collected transition (executed steps per row, episode ends, ends in success)."""
 
     def transition_fields(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:

@@ -8,39 +8,36 @@ TESTS = [
 ]
 
 
-def _f(name: str, old: str, new: str) -> dict:
-    return {"name": name, "file": ENGINE, "old": old, "new": new, "tests": TESTS}
-
-
-FAULTS = [
-    _f(
+_FAULTS = [  # (name, old, new) in policies/engine.py
+    (
         "engine: a NaN loss passes the guard",
         "        if bad:\n            raise self.stopped",
         "        if False:\n            raise self.stopped",
     ),
-    _f(
+    (
         "engine: NaN weights are saved",
         "            if p.is_floating_point() and not bool(torch.isfinite(p.detach()).all()):",
         "            if p.is_floating_point() and bool(torch.isnan(p.detach()).all()):",
     ),
-    _f(
+    (
         "engine: an existing run is overwritten without resume=true",
         "        if main and not resume and self.latest.exists():",
         "        if main and not resume and self.latest.exists() and False:",
     ),
-    _f(
+    (
         "engine: resume=true ignores checkpoints/latest",
         "        self.resuming = resume and on_disk",
         "        self.resuming = False",
     ),
-    _f(
+    (
         "engine: history keeps every save",
         "            if self.keep_every > 0 and step // self.keep_every > (self.saved_step or 0) // self.keep_every:",
         "            if self.keep_every > 0:",
     ),
-    _f(
+    (
         "engine: the last good checkpoint is not tracked",
         "        self.saved_step = step\n\n    def save_best",
         "        self.saved_step = None\n\n    def save_best",
     ),
 ]
+FAULTS = [{"name": n, "file": ENGINE, "old": old, "new": new, "tests": TESTS} for n, old, new in _FAULTS]

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from policies.checkpoint import load_checkpoint
-from policies.steering.loop import OnlineRunConfig, run_online
+from policies.steering.loop import OnlineLearner, OnlineRunConfig, run_online
 
 torch.set_num_threads(1)
 TO, TA, D = 2, 3, 3
@@ -76,7 +76,7 @@ class FakeEnv:
         return {"state": np.stack(self.windows)}, reward, term, trunc, info
 
 
-class Recorder(nn.Module):
+class Recorder(OnlineLearner):
     """A learner that plays marked ``taken`` values and records what the loop hands it."""
 
     kind, label, obs_keys, taken_dim = "fake", "fake", ("state",), 2
@@ -108,20 +108,8 @@ class Recorder(nn.Module):
     def eval_policy(self):
         raise AssertionError("no evaluation in these tests")
 
-    def transition_fields(self):
-        return {}
-
-    def transition_extras(self, next_obs, generator):
-        return {}
-
     def optimizers(self):
         return {}
-
-    def extra_state(self):
-        return {}
-
-    def load_extra_state(self, state):
-        pass
 
     def get_config(self):
         return {}

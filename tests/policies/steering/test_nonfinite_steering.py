@@ -14,7 +14,7 @@ from torch import nn
 from policies.checkpoint import load_checkpoint
 from policies.engine import NonFiniteError
 from policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
-from policies.steering.loop import OnlineRunConfig, run_online
+from policies.steering.loop import OnlineLearner, OnlineRunConfig, run_online
 
 torch.set_num_threads(1)
 TO, TA, D = 2, 4, 39
@@ -44,7 +44,7 @@ class StateEnv:
         return obs, reward, np.zeros(2, bool), trunc, info
 
 
-class FaultyLearner(nn.Module):
+class FaultyLearner(OnlineLearner):
     """A learner whose ``learn`` reports ``loss_name`` = NaN on its ``fault_at``-th call, finite before."""
 
     kind, label, obs_keys, taken_dim = "fake", "fake", ("state",), 2
@@ -63,23 +63,11 @@ class FaultyLearner(nn.Module):
         self.calls += 1
         return {self.loss_name: float("nan") if self.calls == self.fault_at else 0.5, "q": 1.0}
 
-    def observe(self, obs, chunk, steps, done, success):
-        pass
-
-    def transition_fields(self):
-        return {}
-
-    def transition_extras(self, next_obs, generator):
-        return {}
+    def eval_policy(self):
+        raise AssertionError("no evaluation in these tests")
 
     def optimizers(self):
         return {}
-
-    def extra_state(self):
-        return {}
-
-    def load_extra_state(self, state):
-        pass
 
     def get_config(self):
         return {}
