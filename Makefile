@@ -65,6 +65,11 @@ gpu-env: $(GPU_STAMP)
 gpu-test: $(GPU_STAMP)
 	PYTHONPATH=. $(GPU_PY) -m pytest tests/sim/gpu
 
+# Try every class of bad input (CLI, datasets, checkpoints, wire protocol); writes docs/probes.md + its rows.
+.PHONY: probes
+probes: $(STAMP)
+	$(PY) benchmarks/probes.py
+
 # Plant known faults in the algorithm files (tests/faults/*.py) and check the default suite kills each one.
 .PHONY: faults
 faults: $(STAMP)
