@@ -13,6 +13,12 @@ Probe classes (each probe is one input, built from the configs and formats as th
 - **wire protocol**: raw messages to a loopback policy server: garbage, wrong types, bad handshakes and
   tokens, malformed / NaN / oversized observations and noise. Handled: an error reply or a close with its
   reason, and the server still healthy and answering a good client afterwards.
+- **faults during and between episodes**: three deploy episodes on the in-process fake arm of the runtime's
+  tests, with the robot link or the policy failing on its n-th call (observation, command, reset; sample,
+  reset) or returning NaN. Handled: no exception escapes, the error says the arm was stopped (a NaN is held,
+  never sent), and every episode that executed a step is in the recorded file.
+- **load**: 1, 10 and 50 clients of the loopback server, alone and beside a client sending maximum-size
+  batches. Handled: every small request answered within deploy's ``policy_timeout_s`` (2 s), none refused.
 
 Writes one row per probe to ``docs/results/probes.jsonl`` and the table to ``docs/probes.md``;
 ``tests/benchmarks/test_probes.py`` fails when they are stale (the probe set changed) or a probe is not
@@ -535,9 +541,186 @@ def wire_probes() -> list[Probe]:
     return probes  # fmt: skip
 
 
+# ---------------------------------------------------------------------------------------------- episodes
+def _real_kit() -> Any:
+    """The in-process fake arm and scripted chunk policy the runtime's own tests use (tests/real/conftest.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("real_kit", ROOT / "tests" / "real" / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    kit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kit)
+    return kit
+
+
+def _episode_probe(work: Path, part: str, method: str, nth: int) -> Callable[[], tuple[bool, str]]:
+    """Three deploy episodes with ``part.method`` failing (or returning NaN) on its ``nth`` call."""
+
+    def run() -> tuple[bool, str]:
+        from policies.data import DatasetWriter, open_dataset
+        from real.robot import RobotError
+        from real.runtime import ControlLoop, RuntimeConfig, run_episodes
+        from real.safety import SafetyConfig, SafetyFilter
+
+        kit = _real_kit()
+        calls: Counter = Counter()
+
+        def trip(name: str) -> bool:
+            calls[name] += 1
+            return part_name == name and calls[name] == nth
+
+        part_name = f"{part}.{method}"
+
+        class Robot(kit.FakeRobot):
+            def reset(self, seed: int | None = None) -> Any:
+                if trip("robot.reset"):
+                    raise RobotError("link lost during reset")
+                return super().reset(seed)
+
+            def get_observation(self) -> Any:
+                ob = super().get_observation()
+                if trip("robot.get_observation"):
+                    raise RobotError("link lost")
+                if trip("robot.nan_observation"):
+                    ob.data["state"][:] = np.nan
+                return ob
+
+            def send_action(self, action: np.ndarray, timestamp: float | None = None) -> None:
+                if trip("robot.send_action"):
+                    raise RobotError("command refused: link lost")
+                super().send_action(action, timestamp)
+
+        class Policy(kit.ScriptedChunkPolicy):
+            def sample(self, obs: dict[str, np.ndarray], noise: Any = None) -> np.ndarray:
+                if trip("policy.sample"):
+                    raise ConnectionError("policy server gone")
+                out = super().sample(obs, noise)
+                return out * np.nan if trip("policy.nan_sample") else out
+
+            def reset(self, env_ids: Any = None) -> None:
+                if trip("policy.reset"):
+                    raise ConnectionError("policy server gone between episodes")
+                super().reset(env_ids)
+
+        robot = Robot(max_steps=15)
+        robot.connect()
+        policy = Policy(np.array([0.0, 0.0, 0.5, 0.0]))
+        safety = SafetyFilter(
+            SafetyConfig.from_dict({**robot.safety_defaults(), "hold_after_s": 0.05, "stop_after_s": 0.15}),
+            4,
+            1 / robot.rate_hz,
+        )
+        loop = ControlLoop(robot, policy, safety, RuntimeConfig(lead_s=0.0, max_steps=200, mode="sync"))
+        path = work / f"episodes-{part}-{method}-{nth}.hdf5"
+        try:
+            with DatasetWriter(path, env_args={"env_name": "fake"}) as writer:
+                result = run_episodes(loop, 3, [0, 1, 2], writer=writer)
+        except BaseException as e:  # escaping the deploy contract is not handled
+            return False, f"raised {type(e).__name__}: {e}".splitlines()[0]
+        finally:
+            loop.close()
+        with open_dataset(path) as demos:
+            recorded = demos.num_episodes
+        error = result.get("error") or ""
+        # every episode that executed a step is in the file, aborted ones too
+        kept = recorded == sum(1 for ep in result["per_episode"] if ep.get("steps", 0) > 0)
+        if method.startswith("nan"):  # survived: the NaN never reached the arm (the fake asserts it)
+            ok = kept and ("unsafe command" not in error)
+            return ok, error or f"survived: {recorded} episodes recorded, {safety.counts}"
+        return kept and "stopped" in error and robot.stops > 0, error
+
+    return run
+
+
+def episode_probes(work: Path) -> list[Probe]:
+    kind = "faults during and between episodes"
+    plan = {
+        ("robot", "get_observation"): (1, 5, 20, 40),
+        ("robot", "send_action"): (1, 5, 20, 40),
+        ("robot", "reset"): (1, 2, 3),
+        ("policy", "sample"): (1, 3, 8),
+        ("policy", "reset"): (1, 2, 3),
+        ("policy", "nan_sample"): (1, 3),
+        ("robot", "nan_observation"): (2, 10, 30),
+    }
+    return [
+        Probe(kind, f"{part}.{method} fails on call {nth}", _episode_probe(work, part, method, nth))
+        for (part, method), nths in plan.items()
+        for nth in nths
+    ]
+
+
+# ---------------------------------------------------------------------------------------------- load
+def _load_probe(clients: int, hog: bool) -> Callable[[], tuple[bool, str]]:
+    """``clients`` clients × 5 small requests, optionally while one client sends maximum-size batches: every
+    small request must be answered within deploy's default policy_timeout_s (2 s)."""
+
+    def run() -> tuple[bool, str]:
+        import threading
+        import time
+
+        from real.client import PolicyClient
+
+        srv = _Server.get()
+        cap = int(srv.health()["max_batch"])
+        stop, worst, failures = threading.Event(), [0.0], []
+
+        def hogger() -> None:
+            big = {"state": np.zeros((cap, 2, 39), np.float32)}
+            with PolicyClient(srv.url, token=_Server.token, timeout_s=60) as c:
+                while not stop.is_set():
+                    c.sample(big)
+
+        def small() -> None:
+            try:
+                with PolicyClient(srv.url, token=_Server.token, timeout_s=10) as c:
+                    for _ in range(5):
+                        t0 = time.perf_counter()
+                        c.sample({"state": np.zeros((1, 2, 39), np.float32)})
+                        worst[0] = max(worst[0], time.perf_counter() - t0)
+            except Exception as e:
+                failures.append(f"{type(e).__name__}: {e}")
+
+        hog_thread = threading.Thread(target=hogger, daemon=True) if hog else None
+        if hog_thread is not None:
+            hog_thread.start()
+            time.sleep(0.3)
+        threads = [threading.Thread(target=small) for _ in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        stop.set()
+        if hog_thread is not None:
+            hog_thread.join(60)
+        ok = not failures and worst[0] < 2.0 and _healthy(srv)
+        return ok, failures[0] if failures else f"slowest small request {1e3 * worst[0]:.0f} ms"
+
+    return run
+
+
+def load_probes() -> list[Probe]:
+    return [
+        Probe(
+            "load",
+            f"{n} clients x 5 requests{' beside max-size batches' if hog else ''}",
+            _load_probe(n, hog),
+        )
+        for n in (1, 10, 50)
+        for hog in (False, True)
+    ]
+
+
 # ---------------------------------------------------------------------------------------------- run
 def all_probes(work: Path) -> list[Probe]:
-    return cli_probes() + dataset_probes(work) + checkpoint_probes(work) + wire_probes()
+    return (
+        cli_probes()
+        + dataset_probes(work)
+        + checkpoint_probes(work)
+        + wire_probes()
+        + episode_probes(work)
+        + load_probes()
+    )
 
 
 def table(rows: list[dict[str, Any]]) -> str:
