@@ -623,11 +623,16 @@ def _episode_probe(work: Path, part: str, method: str, nth: int) -> Callable[[],
             recorded = demos.num_episodes
         error = result.get("error") or ""
         # every episode that executed a step is in the file, aborted ones too
-        kept = recorded == sum(1 for ep in result["per_episode"] if ep.get("steps", 0) > 0)
+        stepped = sum(1 for ep in result["per_episode"] if ep.get("steps", 0) > 0)
+        kept = stepped <= recorded <= len(result["per_episode"])
         if method.startswith("nan"):  # survived: the NaN never reached the arm (the fake asserts it)
             ok = kept and ("unsafe command" not in error)
             return ok, error or f"survived: {recorded} episodes recorded, {safety.counts}"
-        return kept and "stopped" in error and robot.stops > 0, error
+        steps = [ep.get("steps") for ep in result["per_episode"]]
+        return (
+            kept and "stopped" in error and robot.stops > 0,
+            error if kept else f"{recorded} recorded, steps {steps}",
+        )
 
     return run
 
