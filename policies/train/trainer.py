@@ -30,7 +30,7 @@ from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
 from policies.checkpoint import Checkpoint, CheckpointError, jsonable
-from policies.engine import NonFiniteError, RunEngine
+from policies.engine import RunEngine
 from policies.optim import lr_lambda
 from policies.rng import get_rng_state, seed_everything, set_rng_state
 from policies.train.ema import EMAModel
@@ -640,16 +640,4 @@ def train(
     return trainer.fit()
 
 
-__all__ = [
-    "EMAModel",
-    "InfiniteSampler",
-    "NonFiniteError",
-    "TrainConfig",
-    "Trainer",
-    "get_rng_state",
-    "jsonable",
-    "lr_lambda",
-    "seed_everything",
-    "set_rng_state",
-    "train",
-]
+__all__ = ["InfiniteSampler", "TrainConfig", "Trainer", "train"]
