@@ -198,7 +198,10 @@ def data_scaling(rows: list[Row]) -> str:
     return table(["task", "policy", *(f"{n} demos" for n in demos)], body)
 
 
-CRITICS = {"calql-2alpha": "Cal-QL before the loss-weight fix (CQL term 2α; to be re-measured)"}
+CRITICS = {
+    "calql-2alpha": "Cal-QL before the loss-weight fix (CQL term 2α; to be re-measured)",
+    "calql": "Cal-QL as the reference weights it (CQL term α, no LayerNorm, 2000-step warm-up)",
+}
 
 
 def vgps_cells(rows: list[Row], episodes: int) -> tuple[Callable[..., list[float]], str]:
@@ -287,6 +290,44 @@ def vgps_mt10_50ep(rows: list[Row]) -> str:
         "failure rate",
     ]
     return caption + "\n\n" + table(columns, body)
+
+
+def vgps_critic_fix(rows: list[Row]) -> str:
+    """V-GPS headline cells with the fixed Cal-QL beside the 2α critic, per (generalist, seed) measured."""
+    cells: dict[tuple[Any, ...], dict[str, float]] = {}
+    for r in rows:
+        steered = r["k"] == 32 and r.get("replan_every") == 4 and r["sample_levels"] in (None, "streaming")
+        if r["episodes"] == 50 and r["temperature"] == 0.0 and (r["k"] == 1 or steered):
+            key = (r["critic_version"] if steered else "-", r["policy"], r["seed"], r["k"])
+            cells.setdefault(key, {})[r["task"]] = r["success_rate"]
+    ntasks = max(len(t) for t in cells.values())
+    body = []
+    for (version, policy, seed, _), fixed in sorted(cells.items()):
+        if version != "calql" or len(fixed) < ntasks:
+            continue
+        alone, old = cells[("-", policy, seed, 1)], cells[("calql-2alpha", policy, seed, 32)]
+        worst = min(fixed, key=lambda t: fixed[t] - old[t])
+        body.append(
+            [
+                f"{VGPS_SHORT[(policy, True)]}, seed {seed}",
+                f"{mean(list(alone.values())):.3f}",
+                f"{mean(list(old.values())):.3f}",
+                f"**{mean(list(fixed.values())):.3f}**",
+                f"{100 * (mean(list(fixed.values())) - mean(list(alone.values()))):+.1f}",
+                f"{worst} {old[worst]:.2f} → {fixed[worst]:.2f}",
+            ]
+        )
+    columns = [
+        "generalist",
+        "alone (K = 1)",
+        "K = 32 every 4, 2α critic",
+        "fixed critic",
+        "gain",
+        "largest drop",
+    ]
+    corr = {r["critic_q_mc_corr"] for r in rows if r["critic_version"] == "calql" and "critic_q_mc_corr" in r}
+    caption = f"{CRITICS['calql']}; its Q correlates {', '.join(f'{c:.2f}' for c in sorted(corr))} with the "
+    return caption + "Monte-Carlo return on its data.\n\n" + table(columns, body)
 
 
 def dsrl_weak_base(rows: list[Row]) -> str:
@@ -469,6 +510,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "data_scaling": data_scaling,
     "vgps_mt10": vgps_mt10,
     "vgps_mt10_50ep": vgps_mt10_50ep,
+    "vgps_critic_fix": vgps_critic_fix,
     "dsrl_weak_base": dsrl_weak_base,
     "collect_quality": collect_quality,
     "env_speed": env_speed,
