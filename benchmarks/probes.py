@@ -114,59 +114,26 @@ def cli_probes() -> list[Probe]:
     for config in COMMANDS:
         base = _compose(config, [])
         req = REQUIRED.get(config, [])
+
+        def add(arg: str, want: str, config: str = config, req: list[str] = req) -> None:
+            probes.append(Probe("bad CLI input", f"{config} {arg}", _cli(config, [*req, arg], want)))
+
         for key, default in _leaves(base):
             if key.startswith("hydra."):
                 continue
             if isinstance(default, bool):
-                probes.append(
-                    Probe(
-                        "bad CLI input",
-                        f"{config} {key}=maybe",
-                        _cli(config, [*req, f"{key}=maybe"], "expected true or false"),
-                    )
-                )
+                add(f"{key}=maybe", "expected true or false")
             elif isinstance(default, int):
-                probes.append(
-                    Probe(
-                        "bad CLI input",
-                        f"{config} {key}=abc",
-                        _cli(config, [*req, f"{key}=abc"], "expected an integer"),
-                    )
-                )
+                add(f"{key}=abc", "expected an integer")
                 if key.rpartition(".")[2] in POSITIVE:
                     for bad in (0, -5):
-                        probes.append(
-                            Probe(
-                                "bad CLI input",
-                                f"{config} {key}={bad}",
-                                _cli(config, [*req, f"{key}={bad}"], ">= 1"),
-                            )
-                        )
+                        add(f"{key}={bad}", ">= 1")
             elif isinstance(default, float):
-                probes.append(
-                    Probe(
-                        "bad CLI input",
-                        f"{config} {key}=fast",
-                        _cli(config, [*req, f"{key}=fast"], "expected a number"),
-                    )
-                )
+                add(f"{key}=fast", "expected a number")
         for key in [k for k in base if k != "hydra"]:
-            typo = f"{key}x"
-            probes.append(
-                Probe(
-                    "bad CLI input",
-                    f"{config} {typo}=1",
-                    _cli(config, [*req, f"{typo}=1"], "nearest valid choice"),
-                )
-            )
+            add(f"{key}x=1", "nearest valid choice")
         for group in sorted(_groups(config)):
-            probes.append(
-                Probe(
-                    "bad CLI input",
-                    f"{config} {group}=bogus",
-                    _cli(config, [*req, f"{group}=bogus"], "is not known"),
-                )
-            )
+            add(f"{group}=bogus", "is not known")
         probes.append(
             Probe(
                 "bad CLI input",
@@ -475,6 +442,7 @@ def wire_probes() -> list[Probe]:
 
     ok_hello = {"type": "hello", "version": PROTOCOL_VERSION, "token": _Server.token}
     good = np.zeros((1, 2, 39), np.float32)
+    good_msg = {"type": "sample", "obs": {"state": good}}
     hellos = {
         "random bytes instead of a hello": np.random.default_rng(0).bytes(64),
         "a text frame": "hello?",
@@ -510,26 +478,10 @@ def wire_probes() -> list[Probe]:
             "type": "sample",
             "obs": {"state": np.zeros((1025, 2, 39), np.float32)},
         },
-        "noise of the wrong shape": {
-            "type": "sample",
-            "obs": {"state": good},
-            "noise": np.zeros((1, 3, 4), np.float32),
-        },
-        "noise with a NaN": {
-            "type": "sample",
-            "obs": {"state": good},
-            "noise": np.full((1, 8, 4), np.nan, np.float32),
-        },
-        "noise for another batch size": {
-            "type": "sample",
-            "obs": {"state": good},
-            "noise": np.zeros((2, 8, 4), np.float32),
-        },
-        "a prefix of the wrong shape": {
-            "type": "sample",
-            "obs": {"state": good},
-            "prefix": np.zeros((1, 9, 4), np.float32),
-        },
+        "noise of the wrong shape": {**good_msg, "noise": np.zeros((1, 3, 4), np.float32)},
+        "noise with a NaN": {**good_msg, "noise": np.full((1, 8, 4), np.nan, np.float32)},
+        "noise for another batch size": {**good_msg, "noise": np.zeros((2, 8, 4), np.float32)},
+        "a prefix of the wrong shape": {**good_msg, "prefix": np.zeros((1, 9, 4), np.float32)},
         "act with a history window": {"type": "act", "obs": {"state": good}},
         "act with a NaN": {"type": "act", "obs": {"state": np.full((1, 39), np.nan, np.float32)}},
         "an unknown request": {"type": "train", "steps": 10},

@@ -317,14 +317,8 @@ def vgps_critic_fix(rows: list[Row]) -> str:
                 f"{worst} {old[worst]:.2f} → {fixed[worst]:.2f}",
             ]
         )
-    columns = [
-        "generalist",
-        "alone (K = 1)",
-        "K = 32 every 4, 2α critic",
-        "fixed critic",
-        "gain",
-        "largest drop",
-    ]
+    columns = ["generalist", "alone (K = 1)", "K = 32 every 4, 2α critic", "fixed critic", "gain"]
+    columns.append("largest drop")
     corr = {r["critic_q_mc_corr"] for r in rows if r["critic_version"] == "calql" and "critic_q_mc_corr" in r}
     caption = f"{CRITICS['calql']}; its Q correlates {', '.join(f'{c:.2f}' for c in sorted(corr))} with the "
     return caption + "Monte-Carlo return on its data.\n\n" + table(columns, body)
