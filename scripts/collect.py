@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from policies.data import DatasetWriter
 from scripts.cli import check_overrides
-from scripts.common import CONFIG_DIR, exit_codes, format_table, start_run, write_metrics
+from scripts.common import CONFIG_DIR, exit_codes, format_table, start_run, stop_on_ctrl_c, write_metrics
 from sim import episode_seed
 
 KEEP_CHOICES = ("success", "all")
@@ -147,6 +147,7 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     bar = tqdm(total=int(cfg.episodes), desc=f"collect {cfg.task}", unit="ep", disable=not cfg.progress)
     try:
         with (
+            stop_on_ctrl_c() as stop,
             env,
             DatasetWriter(
                 path,
@@ -157,6 +158,8 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         ):
             try:
                 while kept < cfg.episodes and attempts < max_attempts:
+                    if stop.is_set():  # Ctrl-C: the episode it landed in has been finished and kept
+                        raise KeyboardInterrupt
                     ep = collect_episode(env, expert, episode_seed(cfg.seed, attempts), cfg)
                     ep["attrs"]["index"] = attempts
                     attempts += 1

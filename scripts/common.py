@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -92,6 +94,34 @@ def exit_codes(command: str) -> Iterator[None]:
     except NonFiniteError as err:
         print(f"{command}: runtime fault: {err}", file=sys.stderr)
         raise SystemExit(1) from None
+
+
+@contextmanager
+def stop_on_ctrl_c() -> Iterator[threading.Event]:
+    """Ctrl-C as a flag the loop polls between units of work, not an exception raised wherever it lands.
+
+    Why: CPython drops an exception raised inside a weakref callback or ``__del__`` ("Exception ignored in
+    ..."), so a KeyboardInterrupt that lands in one is lost and the loop runs on (robosteer-collect hung
+    like that once in ~50 interrupts). A flag cannot be lost. A second Ctrl-C raises KeyboardInterrupt at
+    once, for a unit of work that does not end. Where Ctrl-C is ignored (a background job) or this is not
+    the main thread, nothing is installed and the flag is never set.
+    """
+    stop = threading.Event()
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield stop
+        return
+
+    def handle(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, handle)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
