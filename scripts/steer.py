@@ -7,6 +7,7 @@ optimizers, replay buffer, RNG), plots/learning_curve.png and metrics.json with 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from scripts.cli import check_overrides
 from scripts.common import CONFIG_DIR, atomic_write_text, exit_codes, format_table, start_run, write_metrics
+
+log = logging.getLogger("robosteer.steer")
 
 
 @dataclass
@@ -96,6 +99,28 @@ ALGOS: dict[str, tuple[Callable[[Steering], Any], Callable[[DictConfig, int], in
     "dsrl": (build_dsrl, lambda cfg, ta: ta),
     "expo": (build_expo, lambda cfg, ta: 1 if cfg.expo.action == "single" else ta),
 }
+
+
+def steerability(s: Steering, agent: Any, offline: dict[str, Any] | None) -> Any:
+    """Measure how far the base's executed chunk moves with DSRL's latent (policies/steering/steerability.py)
+    at ``steerability.states`` states (the offline data's, else the task's initial states); log the verdict."""
+    import torch
+
+    import sim
+    from policies.steering.steerability import measure, sample_states
+
+    n, k, seed = int(s.cfg.steerability.states), int(s.cfg.steerability.latents), int(s.cfg.seed)
+    for key, value, default in (("states", n, 128), ("latents", k, 16)):
+        if value < 2:
+            raise ValueError(f"steerability.{key}={value}: expected at least 2 (default {default})")
+    if offline is not None:
+        states = sample_states(offline, None, s.keys, n, seed)
+    else:
+        with sim.make_env(s.task, num_envs=int(s.cfg.num_envs), obs="state", obs_history=s.to) as env:
+            states = sample_states(None, env, s.keys, n, seed)
+    check = measure(agent, states, k, torch.Generator(device=agent.device).manual_seed(seed))
+    (log.info if check.verdict == "steerable" else log.warning)("%s", check.line())
+    return check
 
 
 def _algo(cfg: DictConfig) -> str:
@@ -189,6 +214,11 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
     steering = Steering(cfg, base, task, keys, to, ta, exec_steps, obs_dim, device)
     agent, offline, run_loop = build(steering)
+    check = None
+    if algo == "dsrl" and cfg.base != SCRATCH:  # before an hour of training: is there anything to steer?
+        check = steerability(steering, agent, offline)
+        if cfg.check_only:
+            return {"algo": algo, "task": task, "check_only": True, "steerability": check.as_dict()}
     run_cfg = OnlineRunConfig(**{**OmegaConf.to_container(cfg.run, resolve=True), "device": str(device)})
 
     def eval_fn(policy: Any) -> dict[str, Any]:
@@ -242,6 +272,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     metrics["base_hash"] = base_hash
     metrics["base_success_rate"] = base_metrics["success_rate"] if base_metrics else None
     metrics["offline_transitions"] = 0 if offline is None else len(offline["reward"])
+    metrics["steerability"] = check.as_dict() if check is not None else None
     if metrics["history"]:
         title = f"DSRL-{cfg.variant}" if algo == "dsrl" else agent.label.upper()
         plot_learning_curve(
@@ -256,6 +287,9 @@ def _main(cfg: DictConfig) -> None:
     with exit_codes("robosteer-steer"):  # bad dataset/checkpoint: 2; NaN loss: 1
         metrics = steer(cfg, run_dir)
     write_metrics(run_dir, metrics)
+    if metrics.get("check_only"):
+        print(f"metrics: {run_dir / 'metrics.json'}")
+        return
     print(
         format_table(
             [
@@ -270,10 +304,17 @@ def _main(cfg: DictConfig) -> None:
                     "steered success": metrics["success_rate"],
                     "wall s": metrics["wall_time_s"],
                 }
+                | steer_figure(metrics)
             ]
         )
     )
     print(f"metrics: {run_dir / 'metrics.json'}")
+
+
+def steer_figure(metrics: dict[str, Any]) -> dict[str, str]:
+    """The steerability check's column of the summary table (DSRL over a base policy only)."""
+    check = metrics.get("steerability")
+    return {"steerability": f"{check['ratio']:.2f} ({check['verdict']})"} if check else {}
 
 
 def main() -> None:

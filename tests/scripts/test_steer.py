@@ -85,6 +85,8 @@ def test_steer_cli_na_with_offline_demos_then_eval_the_steered_policy(setup):
     assert (run / "plots" / "learning_curve.png").stat().st_size > 1000
     assert any((run / "tb").iterdir())
     assert "steered success" in p.stdout
+    assert m["steerability"]["states"] == min(128, m["offline_transitions"])  # checked before training
+    assert m["steerability"]["ratio"] > 0
     best = json.loads((run / "checkpoints" / "best" / "config.json").read_text())
     scores = [h["success_rate"] for h in m["history"]]
     assert best["score"]["success_rate"] == max(scores) == m["best_success_rate"]  # the best periodic eval
@@ -94,6 +96,17 @@ def test_steer_cli_na_with_offline_demos_then_eval_the_steered_policy(setup):
     assert p.returncode == 0, p.stderr[-3000:]
     ev = json.loads((work / "eval" / "metrics.json").read_text())
     assert ev["task"] == "reach-v3" and ev["episodes"] == 2
+
+
+def test_check_only_measures_the_base_and_trains_nothing(setup):
+    work, demos, base = setup
+    p = _run("scripts.steer", f"base={base}", f"offline={demos}", "check_only=true", "out=check", cwd=work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    m = json.loads((work / "check" / "metrics.json").read_text())
+    check = m["steerability"]
+    assert m["check_only"] and check["verdict"] in ("steerable", "weakly steerable", "not steerable")
+    assert f"ratio {check['ratio']:.2f}" in p.stdout + p.stderr  # the verdict line on the console
+    assert not (work / "check" / "checkpoints").exists()  # no training, no base evaluation
 
 
 def test_steered_policy_refuses_a_changed_base(setup, tmp_path):
