@@ -8,6 +8,8 @@ T_DSRL_OLD = "tests/policies/steering/test_dsrl.py"
 T_LOOP = "tests/policies/steering/test_loop_targets.py"
 T_RL = "tests/policies/rl/test_rl_targets.py"
 T_RL_OLD = "tests/policies/rl/test_rl_blocks.py"
+STEER = "policies/steering/steerability.py"
+T_STEER = "tests/policies/steering/test_steerability.py"
 
 
 def _f(name: str, file: str, old: str, new: str, *tests: str) -> dict:
@@ -317,5 +319,27 @@ FAULTS = [
         "latent = w.reshape(n, k, self.latent_dim)",
         "latent = w.reshape(n, k, -1)",
         T_DSRL,
+    ),
+    # ---------------------------------------------------------------------------- steerability check
+    _f(
+        "steerability: the spread over states is taken over every chunk, latents included",
+        STEER,
+        "over_states = float(chunks.mean(dim=1).std(dim=0).mean())",
+        "over_states = float(chunks.flatten(0, 1).std(dim=0).mean())",
+        T_STEER,
+    ),
+    _f(
+        "steerability: the latents are tiled across states instead of states across latents",
+        STEER,
+        "tiled = {k: v.to(device).repeat_interleave(latents, dim=0) for k, v in obs.items()}",
+        "tiled = {k: v.to(device).repeat(latents, *([1] * (v.dim() - 1))) for k, v in obs.items()}",
+        T_STEER,
+    ),
+    _f(
+        "steerability: a weak base is called steerable",
+        STEER,
+        '    return "weakly steerable" if ratio >= THRESHOLDS["weak"] else "not steerable"',
+        '    return "weakly steerable" if ratio >= THRESHOLDS["weak"] else "steerable"',
+        T_STEER,
     ),
 ]
