@@ -362,6 +362,23 @@ def dsrl_weak_base(rows: list[Row]) -> str:
     return table(columns, body)
 
 
+def steerability(rows: list[Row]) -> str:
+    """The steerability check per base: spreads of the executed chunk over latents and states, verdict."""
+    used = list(last_per(rows, lambda r: (r["task"], r["label"])).values())
+    spreads = ("over_noise", "over_states", "ratio", "verdict")
+    body = [
+        [
+            r["task"],
+            r["label"],
+            f"{r['base_success']:.2f} ({r['base_eval_episodes']} ep.)",
+            *(r[k] for k in spreads),
+        ]
+        for r in used
+    ]
+    columns = ["task", "base trained on", "base success", "std over latents", "std over states", "ratio"]
+    return measured(used) + "\n\n" + table([*columns, "verdict"], body)
+
+
 def collect_quality(rows: list[Row]) -> str:
     """Scripted-expert demos per task: kept / attempts, expert success, exact replay, length, collect time."""
     keys = ["kept", "attempts", "expert_success", "replay_success", "replay_max_obs_diff", "mean_length"]
@@ -506,6 +523,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "vgps_mt10_50ep": vgps_mt10_50ep,
     "vgps_critic_fix": vgps_critic_fix,
     "dsrl_weak_base": dsrl_weak_base,
+    "steerability": steerability,
     "collect_quality": collect_quality,
     "env_speed": env_speed,
     "render_speed": render_speed,
