@@ -1,7 +1,8 @@
 """The steerability check's calibration: its figures for bases DSRL could and could not steer.
 
 For each ``--base RUN=DEMOS`` pair it runs ``robosteer-steer base=RUN offline=DEMOS check_only=true`` (the
-check exactly as a user meets it: 128 of the demos' states x 16 latents) and appends a row with the base's
+check exactly as a user meets it: 128 of the demos' states x 16 latents, and the base held at 4 fixed
+latents for 10 evaluation episodes each) and appends a row with the base's
 own success (its run's ``metrics.json``) to ``--rows``. The README's "What makes a base steerable" table is
 drawn from those rows (``python -m scripts.tables --write``).
 
@@ -59,6 +60,7 @@ def main() -> None:
             if proc.returncode != 0:
                 raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
             check = json.loads((Path(out) / "metrics.json").read_text())
+            check_cfg = OmegaConf.load(Path(out) / "config.yaml")
         base = json.loads((Path(run) / "metrics.json").read_text())
         row = {
             "label": label,
@@ -66,12 +68,22 @@ def main() -> None:
             "base_success": base.get("success_rate"),
             "base_eval_episodes": int(OmegaConf.load(Path(run) / "config.yaml").eval_episodes),
             "seed": args.seed,
+            "direction_episodes": int(check_cfg.steerability.episodes),
             **check["steerability"],
         }
         table.append(row)
         if args.rows:
             append_row(args.rows, row)
-    cols = ["label", "task", "base_success", "over_noise", "over_states", "ratio", "verdict"]
+    cols = [
+        "label",
+        "task",
+        "base_success",
+        "over_noise",
+        "over_states",
+        "ratio",
+        "direction_success",
+        "verdict",
+    ]
     print(format_table([{k: r[k] for k in cols} for r in table]))
 
 

@@ -6,6 +6,7 @@ optimizers, replay buffer, RNG), plots/learning_curve.png and metrics.json with 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -101,24 +102,42 @@ ALGOS: dict[str, tuple[Callable[[Steering], Any], Callable[[DictConfig, int], in
 }
 
 
-def steerability(s: Steering, agent: Any, offline: dict[str, Any] | None) -> Any:
+def steerability(
+    s: Steering, agent: Any, offline: dict[str, Any] | None, evaluate: Callable[..., dict[str, Any]]
+) -> Any:
     """Measure how far the base's executed chunk moves with DSRL's latent (policies/steering/steerability.py)
-    at ``steerability.states`` states (the offline data's, else the task's initial states); log the verdict."""
+    at ``steerability.states`` states (the offline data's, else the task's initial states), and ``evaluate``
+    the base held at ``steerability.directions`` fixed latents; log the verdict."""
     import torch
 
     import sim
-    from policies.steering.steerability import measure, sample_states
+    from policies.rng import get_rng_state, set_rng_state
+    from policies.steering.steerability import fixed_latent_policies, measure, sample_states
 
     n, k, seed = int(s.cfg.steerability.states), int(s.cfg.steerability.latents), int(s.cfg.seed)
     for key, value, default in (("states", n, 128), ("latents", k, 16)):
         if value < 2:
             raise ValueError(f"steerability.{key}={value}: expected at least 2 (default {default})")
+    if s.cfg.steerability.directions > 0 and s.cfg.steerability.episodes < 1:
+        raise ValueError(
+            f"steerability.episodes={s.cfg.steerability.episodes}: expected at least 1 (default 10)"
+        )
     if offline is not None:
         states = sample_states(offline, None, s.keys, n, seed)
     else:
         with sim.make_env(s.task, num_envs=int(s.cfg.num_envs), obs="state", obs_history=s.to) as env:
             states = sample_states(None, env, s.keys, n, seed)
-    check = measure(agent, states, k, torch.Generator(device=agent.device).manual_seed(seed))
+    gen = torch.Generator(device=agent.device).manual_seed(seed)
+    saved = get_rng_state()  # the check never moves the training run's random streams
+    try:
+        check = measure(agent, states, k, gen)
+        directions, episodes = int(s.cfg.steerability.directions), int(s.cfg.steerability.episodes)
+        if directions > 0:  # the same evaluation episodes at each fixed latent: a paired comparison
+            policies = fixed_latent_policies(agent, directions, gen)
+            success = [float(evaluate(policy, episodes)["success_rate"]) for policy in policies]
+            check = dataclasses.replace(check, direction_success=tuple(success))
+    finally:
+        set_rng_state(saved)
     (log.info if check.verdict == "steerable" else log.warning)("%s", check.line())
     return check
 
@@ -214,14 +233,9 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
     steering = Steering(cfg, base, task, keys, to, ta, exec_steps, obs_dim, device)
     agent, offline, run_loop = build(steering)
-    check = None
-    if algo == "dsrl" and cfg.base != SCRATCH:  # before an hour of training: is there anything to steer?
-        check = steerability(steering, agent, offline)
-        if cfg.check_only:
-            return {"algo": algo, "task": task, "check_only": True, "steerability": check.as_dict()}
     run_cfg = OnlineRunConfig(**{**OmegaConf.to_container(cfg.run, resolve=True), "device": str(device)})
 
-    def eval_fn(policy: Any) -> dict[str, Any]:
+    def eval_fn(policy: Any, episodes: int | None = None) -> dict[str, Any]:
         with (
             torch.no_grad(),
             sim.make_env(
@@ -234,9 +248,18 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             ) as eval_env,
         ):
             return sim.evaluate(
-                eval_env, policy, episodes=run_cfg.eval_episodes, seed=int(cfg.eval_seed), progress=False
+                eval_env,
+                policy,
+                episodes=episodes or run_cfg.eval_episodes,
+                seed=int(cfg.eval_seed),
+                progress=False,
             )
 
+    check = None
+    if algo == "dsrl" and cfg.base != SCRATCH:  # before an hour of training: is there anything to steer?
+        check = steerability(steering, agent, offline, eval_fn)
+        if cfg.check_only:
+            return {"algo": algo, "task": task, "check_only": True, "steerability": check.as_dict()}
     base_hash = state_dict_hash(base)
     base_metrics = None
     if cfg.eval_base and not (cfg.resume and (run_dir / "base_eval.json").exists()):

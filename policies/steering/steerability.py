@@ -36,18 +36,50 @@ class Steerability:
     verdict: str  # "steerable" | "weakly steerable" | "not steerable"
     states: int
     latents: int
+    direction_success: tuple[float, ...] = ()  # success of the base held at each of a few fixed latents
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "direction_success": list(self.direction_success)}
 
     def line(self) -> str:
         """One line for the console and the run's log."""
         text = (
             f"steerability: executed-chunk std over latents {self.over_noise:.3f} vs over states "
-            f"{self.over_states:.3f} (ratio {self.ratio:.2f}, {self.states} states x {self.latents} latents): "
-            f"{self.verdict}"
+            f"{self.over_states:.3f} (ratio {self.ratio:.2f}, {self.states} states x {self.latents} latents)"
         )
+        if self.direction_success:
+            rates = ", ".join(f"{x:.2f}" for x in self.direction_success)
+            text += f", success at {len(self.direction_success)} fixed latents: {rates}"
+        text += f": {self.verdict}"
         return text if self.verdict == "steerable" else f"{text}: {ADVICE}"
+
+
+class FixedLatentPlanner:
+    """The base decoded at one fixed latent at every state: what an actor that always picked it would do."""
+
+    def __init__(self, agent: Any, latent: torch.Tensor) -> None:
+        self.agent, self.latent = agent, latent  # latent: (latent_dim,)
+
+    def plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
+        n = next(iter(obs.values())).shape[0]
+        return self.agent.base.sample(
+            obs, noise=self.agent.to_noise(self.latent.expand(n, -1))
+        )  # (n, Tp, Da)
+
+    def reset_rows(self, rows: torch.Tensor | None) -> None:
+        """Stateless: every chunk depends on the current obs window only."""
+
+    def eval(self) -> FixedLatentPlanner:
+        return self
+
+
+def fixed_latent_policies(agent: Any, count: int, generator: torch.Generator | None = None) -> list[Any]:
+    """``count`` policies, each the base held at one N(0, I) latent (the success spread among them is the
+    check's outcome-level figure: a base the latent cannot move scores the same at every one)."""
+    from policies.acting import ChunkPolicy
+
+    latents = torch.randn(count, agent.latent_dim, generator=generator, device=agent.device)
+    return [ChunkPolicy(FixedLatentPlanner(agent, w), agent.base).eval() for w in latents]
 
 
 def verdict(ratio: float) -> str:

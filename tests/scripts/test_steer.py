@@ -100,11 +100,15 @@ def test_steer_cli_na_with_offline_demos_then_eval_the_steered_policy(setup):
 
 def test_check_only_measures_the_base_and_trains_nothing(setup):
     work, demos, base = setup
-    p = _run("scripts.steer", f"base={base}", f"offline={demos}", "check_only=true", "out=check", cwd=work)
+    fast = ["steerability.directions=2", "steerability.episodes=2", "max_episode_steps=16", "eval_envs=2"]
+    p = _run(
+        "scripts.steer", f"base={base}", f"offline={demos}", "check_only=true", *fast, "out=check", cwd=work
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     m = json.loads((work / "check" / "metrics.json").read_text())
     check = m["steerability"]
     assert m["check_only"] and check["verdict"] in ("steerable", "weakly steerable", "not steerable")
+    assert len(check["direction_success"]) == 2 and all(0.0 <= x <= 1.0 for x in check["direction_success"])
     assert f"ratio {check['ratio']:.2f}" in p.stdout + p.stderr  # the verdict line on the console
     assert not (work / "check" / "checkpoints").exists()  # no training, no base evaluation
 

@@ -69,3 +69,25 @@ def test_states_come_from_offline_data_reproducibly_and_too_few_are_refused():
     assert len(set(a["state"].flatten().tolist())) == 4  # distinct transitions, no repeats
     with pytest.raises(ValueError, match="at least 2 states"):
         measure(_agent(1.0), {"state": torch.zeros(1, 1, 1)})
+
+
+def test_fixed_latent_policies_hold_one_latent_at_every_state():
+    """Each policy decodes its own N(0, I) latent (the generator's draws, in order) at whatever state it sees."""
+    from policies.steering.steerability import fixed_latent_policies
+
+    class Cfg:
+        n_obs_steps, n_action_steps, horizon = 1, 1, 2
+
+    base = ScaledNoiseBase(1.0)
+    base.config, base.device, base.shape_meta = (
+        Cfg(),
+        torch.device("cpu"),
+        {"obs": {"state": {"shape": (1,)}}},
+    )
+    agent = DSRL(base, obs_dim=1, exec_slice=slice(0, 1))
+    policies = fixed_latent_policies(agent, 3, torch.Generator().manual_seed(5))
+    w = torch.randn(3, agent.latent_dim, generator=torch.Generator().manual_seed(5))  # (3, Tp·Da)
+    states = torch.tensor([0.0, 2.0]).view(2, 1, 1)
+    for policy, latent in zip(policies, w, strict=True):
+        got = policy.sample({"state": states})  # (2, Tp, Da)
+        assert torch.allclose(got, states[:, -1:, :1] + latent.view(1, 2, 1))
