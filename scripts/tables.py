@@ -363,20 +363,18 @@ def dsrl_weak_base(rows: list[Row]) -> str:
 
 
 def steerability(rows: list[Row]) -> str:
-    """The steerability check per base: spreads of the executed chunk over latents and states, verdict."""
+    """The steerability check per base: chunk spreads over latents and states, success at fixed latents."""
     used = list(last_per(rows, lambda r: (r["task"], r["label"])).values())
-    spreads = ("over_noise", "over_states", "ratio", "verdict")
-    body = [
-        [
-            r["task"],
-            r["label"],
-            f"{r['base_success']:.2f} ({r['base_eval_episodes']} ep.)",
-            *(r[k] for k in spreads),
-        ]
-        for r in used
-    ]
+    body = []
+    for r in used:
+        base = f"{r['base_success']:.2f} ({r['base_eval_episodes']} ep.)"
+        fixed_latents = ", ".join(f"{x:.1f}" for x in r["direction_success"])
+        spreads = [r["over_noise"], r["over_states"], r["ratio"]]
+        body.append([r["task"], r["label"], base, *spreads, fixed_latents, r["verdict"]])
+    episodes = "/".join(str(e) for e in sorted({r["direction_episodes"] for r in used}))
+    fixed = f"success at {len(used[0]['direction_success'])} fixed latents ({episodes} ep. each)"
     columns = ["task", "base trained on", "base success", "std over latents", "std over states", "ratio"]
-    return measured(used) + "\n\n" + table([*columns, "verdict"], body)
+    return measured(used) + "\n\n" + table([*columns, fixed, "verdict"], body)
 
 
 def collect_quality(rows: list[Row]) -> str:
