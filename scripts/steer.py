@@ -37,16 +37,17 @@ class Steering:
     exec_steps: int  # env steps per MDP action
     obs_dim: int  # To · Σ key sizes
     device: Any
+    offline_path: str | None  # the demonstrations ``offline=`` resolved to (:func:`offline_path`)
 
     def offline(self) -> dict[str, Any] | None:
-        """``offline=<demos>`` as chunk-MDP transitions of ``exec_steps`` (their action named ``taken``)."""
-        if not self.cfg.offline:
+        """The demonstrations as chunk-MDP transitions of ``exec_steps`` (their action named ``taken``)."""
+        if self.offline_path is None:
             return None
         from policies.rl import chunk_transitions
 
         run = self.cfg.run
         data = chunk_transitions(
-            str(self.cfg.offline),
+            self.offline_path,
             self.keys,
             self.to,
             self.exec_steps,
@@ -62,7 +63,7 @@ def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
     from policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
 
     cfg = s.cfg
-    if cfg.offline and cfg.variant != "na":
+    if s.offline_path is not None and cfg.variant != "na":
         raise ValueError(
             f"offline={cfg.offline} needs variant=na: DSRL-SAC's critic is over latents, not actions"
         )
@@ -88,7 +89,8 @@ def build_expo(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
         scales = OmegaConf.to_container(cfg.edit_scales)
         expo_values["edit_scale"] = float(scales.get(s.task, scales["default"]))
     offline = s.offline()
-    bc = bc_windows(str(cfg.offline), s.keys, s.to, s.base.config.horizon, s.ta) if cfg.offline else None
+    path = s.offline_path
+    bc = bc_windows(path, s.keys, s.to, s.base.config.horizon, s.ta) if path is not None else None
     agent = EXPO(
         s.base, s.obs_dim, EXPOConfig(**expo_values), obs_keys=s.keys, bc_offline=bc, device=s.device
     )
@@ -100,6 +102,28 @@ ALGOS: dict[str, tuple[Callable[[Steering], Any], Callable[[DictConfig, int], in
     "dsrl": (build_dsrl, lambda cfg, ta: ta),
     "expo": (build_expo, lambda cfg, ta: 1 if cfg.expo.action == "single" else ta),
 }
+
+
+def offline_path(cfg: DictConfig, algo: str, ckpt_dir: Path | None) -> str | None:
+    """``offline=``: a dataset file, ``none``, or ``auto`` (the default): the one dataset the base was trained
+    on, as its checkpoint records it, wherever the algorithm uses demonstrations (not DSRL-SAC or scratch)."""
+    from policies.checkpoint import read_checkpoint_config
+
+    value = cfg.offline
+    if value is None or str(value).lower() == "none":
+        return None
+    if str(value) != "auto":
+        return str(value)
+    if ckpt_dir is None or (algo == "dsrl" and cfg.variant != "na"):
+        return None
+    recorded = read_checkpoint_config(ckpt_dir).get("dataset")
+    paths = [recorded] if isinstance(recorded, str) else list(recorded or [])
+    if len(paths) != 1 or not Path(paths[0]).is_file():
+        why = f"its dataset {paths[0]} is gone" if len(paths) == 1 else f"it records {len(paths)} datasets"
+        log.warning("offline=auto: %s; steering without demonstrations (offline=<file.hdf5> names one)", why)
+        return None
+    log.info("offline=auto: the base's own dataset %s (offline=none steers without it)", paths[0])
+    return str(paths[0])
 
 
 def steerability(
@@ -203,6 +227,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             state_dim = int(probe.single_observation_space["state"].shape[0])
             action_dim = int(probe.single_action_space.shape[0])
         base = make_scratch_base(state_dim, action_dim, int(cfg.scratch_chunk)).to(device)
+        ckpt_dir = None
     else:
         base = load_policy(cfg.base, which=cfg.which, device=device)
         if getattr(base, "name", "") == "streaming":
@@ -231,7 +256,8 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         randomization=cfg.get("randomization"),
     )
     obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
-    steering = Steering(cfg, base, task, keys, to, ta, exec_steps, obs_dim, device)
+    offline_file = offline_path(cfg, algo, ckpt_dir)
+    steering = Steering(cfg, base, task, keys, to, ta, exec_steps, obs_dim, device, offline_file)
     agent, offline, run_loop = build(steering)
     run_cfg = OnlineRunConfig(**{**OmegaConf.to_container(cfg.run, resolve=True), "device": str(device)})
 
@@ -259,7 +285,13 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     if algo == "dsrl" and cfg.base != SCRATCH:  # before an hour of training: is there anything to steer?
         check = steerability(steering, agent, offline, eval_fn)
         if cfg.check_only:
-            return {"algo": algo, "task": task, "check_only": True, "steerability": check.as_dict()}
+            return {
+                "algo": algo,
+                "task": task,
+                "check_only": True,
+                "offline": offline_file,
+                "steerability": check.as_dict(),
+            }
     base_hash = state_dict_hash(base)
     base_metrics = None
     if cfg.eval_base and not (cfg.resume and (run_dir / "base_eval.json").exists()):
@@ -294,6 +326,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     metrics["task"] = task
     metrics["base_hash"] = base_hash
     metrics["base_success_rate"] = base_metrics["success_rate"] if base_metrics else None
+    metrics["offline"] = offline_file
     metrics["offline_transitions"] = 0 if offline is None else len(offline["reward"])
     metrics["steerability"] = check.as_dict() if check is not None else None
     if metrics["history"]:

@@ -99,13 +99,13 @@ def test_steer_cli_na_with_offline_demos_then_eval_the_steered_policy(setup):
 
 
 def test_check_only_measures_the_base_and_trains_nothing(setup):
+    """The check alone, on the base's own dataset (offline=auto, the default), with its figures and verdict."""
     work, demos, base = setup
     fast = ["steerability.directions=2", "steerability.episodes=2", "max_episode_steps=16", "eval_envs=2"]
-    p = _run(
-        "scripts.steer", f"base={base}", f"offline={demos}", "check_only=true", *fast, "out=check", cwd=work
-    )
+    p = _run("scripts.steer", f"base={base}", "check_only=true", *fast, "out=check", cwd=work)
     assert p.returncode == 0, p.stderr[-3000:]
     m = json.loads((work / "check" / "metrics.json").read_text())
+    assert m["offline"] == str(demos)  # the dataset the base was trained on, from its checkpoint
     check = m["steerability"]
     assert m["check_only"] and check["verdict"] in ("steerable", "weakly steerable", "not steerable")
     assert len(check["direction_success"]) == 2 and all(0.0 <= x <= 1.0 for x in check["direction_success"])
