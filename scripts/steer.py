@@ -19,7 +19,15 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from scripts.cli import check_overrides
-from scripts.common import CONFIG_DIR, atomic_write_text, exit_codes, format_table, start_run, write_metrics
+from scripts.common import (
+    CONFIG_DIR,
+    UsageError,
+    atomic_write_text,
+    exit_codes,
+    format_table,
+    start_run,
+    write_metrics,
+)
 
 log = logging.getLogger("robosteer.steer")
 
@@ -210,6 +218,12 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     torch.set_num_threads(int(cfg.threads))
     device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
     algo = _algo(cfg)
+    if (
+        algo != "dsrl" and "dsrl" in cfg
+    ):  # only preset=reference adds DSRL's keys to another algorithm's config
+        raise UsageError(
+            f"preset=reference holds ajwagen/dsrl's values: use it with algo=dsrl, not algo={algo}"
+        )
     if algo == "expo" and cfg.base == SCRATCH:
         raise ValueError(
             "algo=expo needs base=<run directory of robosteer-train> (a diffusion or flow policy)"
