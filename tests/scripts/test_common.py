@@ -38,16 +38,21 @@ def test_ctrl_c_sets_the_stop_flag_and_a_second_one_raises():
 
     from scripts.common import stop_on_ctrl_c
 
-    before = signal.getsignal(signal.SIGINT)
-    with stop_on_ctrl_c() as stop:
-        assert not stop.is_set()
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.05)  # the handler runs in the main thread between bytecodes
-        assert stop.is_set()
-        with pytest.raises(KeyboardInterrupt):
+    # A shell's background job (`make test &`, some CI runners) starts with SIGINT ignored, which the helper
+    # rightly leaves alone: give this process Python's own Ctrl-C handler for the test.
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with stop_on_ctrl_c() as stop:
+            assert not stop.is_set()
             os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.05)
-    assert signal.getsignal(signal.SIGINT) is before
+            time.sleep(0.05)  # the handler runs in the main thread between bytecodes
+            assert stop.is_set()
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back as it was
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 def test_ctrl_c_stays_ignored_where_it_was_ignored():
