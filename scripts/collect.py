@@ -159,7 +159,8 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             try:
                 while kept < cfg.episodes and attempts < max_attempts:
                     if stop.is_set():  # Ctrl-C: the episode it landed in has been finished and kept
-                        raise KeyboardInterrupt
+                        interrupted = True
+                        break
                     ep = collect_episode(env, expert, episode_seed(cfg.seed, attempts), cfg)
                     ep["attrs"]["index"] = attempts
                     attempts += 1

@@ -150,10 +150,6 @@ def steerability(
     for key, value, default in (("states", n, 128), ("latents", k, 16)):
         if value < 2:
             raise ValueError(f"steerability.{key}={value}: expected at least 2 (default {default})")
-    if s.cfg.steerability.directions > 0 and s.cfg.steerability.episodes < 1:
-        raise ValueError(
-            f"steerability.episodes={s.cfg.steerability.episodes}: expected at least 1 (default 10)"
-        )
     if offline is not None:
         states = sample_states(offline, None, s.keys, n, seed)
     else:
@@ -218,9 +214,8 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     torch.set_num_threads(int(cfg.threads))
     device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
     algo = _algo(cfg)
-    if (
-        algo != "dsrl" and "dsrl" in cfg
-    ):  # only preset=reference adds DSRL's keys to another algorithm's config
+    # only preset=reference adds DSRL's keys to another algorithm's config
+    if algo != "dsrl" and "dsrl" in cfg:
         raise UsageError(
             f"preset=reference holds ajwagen/dsrl's values: use it with algo=dsrl, not algo={algo}"
         )
@@ -258,17 +253,6 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     to, ta = base.config.n_obs_steps, base.config.n_action_steps
     build, exec_steps_of = ALGOS[algo]
     exec_steps = exec_steps_of(cfg, ta)  # env steps per MDP action
-    env = sim.make_env(
-        task,
-        num_envs=int(cfg.num_envs),
-        seed=int(cfg.seed),
-        obs="state",
-        action_chunk=exec_steps,
-        obs_history=to,
-        max_episode_steps=cfg.max_episode_steps,
-        vectorization=cfg.vectorization,
-        randomization=cfg.get("randomization"),
-    )
     obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
     offline_file = offline_path(cfg, algo, ckpt_dir)
     steering = Steering(cfg, base, task, keys, to, ta, exec_steps, obs_dim, device, offline_file)
@@ -306,6 +290,17 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 "offline": offline_file,
                 "steerability": check.as_dict(),
             }
+    env = sim.make_env(
+        task,
+        num_envs=int(cfg.num_envs),
+        seed=int(cfg.seed),
+        obs="state",
+        action_chunk=exec_steps,
+        obs_history=to,
+        max_episode_steps=cfg.max_episode_steps,
+        vectorization=cfg.vectorization,
+        randomization=cfg.get("randomization"),
+    )
     base_hash = state_dict_hash(base)
     base_metrics = None
     if cfg.eval_base and not (cfg.resume and (run_dir / "base_eval.json").exists()):
