@@ -4,7 +4,9 @@ Each loop owns only what is its own — where its batches come from and what one
 (``policies/train/trainer.py``, ``policies/value/learner.py``, ``policies/steering/loop.py``) — and hands
 the rest to :class:`RunEngine`: refusing to overwrite a run, resuming from ``checkpoints/latest``, the metric
 stream (:class:`RunLog`), the progress bar, the wall-time budget, the non-finite guard that names the last
-good checkpoint, atomic ``latest`` / ``best`` / every-N ``history`` checkpoints and ``metrics.json``. A
+good checkpoint, periodic evaluation through the callback scripts/ hands in (every RNG forked, so evaluating
+never changes training) with its ``best`` record, atomic ``latest`` / ``best`` / every-N ``history``
+checkpoints and ``metrics.json``. A
 logger or an actor–learner split is added here, once, for every algorithm.
 
 Why the NaN guard: one NaN in one action of a dataset used to train to the end, exit 0 and write a checkpoint
@@ -21,13 +23,16 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 
 from policies.checkpoint import Checkpoint, jsonable, load_checkpoint, save_checkpoint
+from policies.rng import get_rng_state, seed_everything, set_rng_state
 from policies.run_log import RunLog
 
 log = logging.getLogger(__name__)
@@ -41,6 +46,34 @@ def losses(info: Mapping[str, Any]) -> dict[str, Any]:
     """The entries of an update's info whose name ends in ``loss``: the figures that must stay finite (other
     diagnostics may be NaN by design, e.g. Cal-QL's bound rate without Monte-Carlo returns)."""
     return {k: v for k, v in info.items() if k.endswith("loss")}
+
+
+def scalar_value(v: Any) -> float | None:
+    """``v`` as a float when it is one number (a Python or numpy scalar, a one-element tensor), else None."""
+    if isinstance(v, torch.Tensor) and v.numel() == 1:
+        return float(v.detach())
+    if isinstance(v, bool | int | float | np.integer | np.floating):
+        return float(v)
+    return None
+
+
+@dataclass
+class Best:
+    """The evaluation that scored best so far: what ``checkpoints/best`` holds."""
+
+    success_rate: float = -1.0
+    step: int = -1
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def state(self) -> dict[str, Any]:
+        return {"success_rate": self.success_rate, "step": self.step, "metrics": jsonable(self.metrics)}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any] | None) -> Best:
+        """Also reads steering checkpoints written before the engine kept ``best`` (``env_steps``, no metrics)."""
+        b = dict(state or {})
+        step = b.get("step", b.get("env_steps", -1))
+        return cls(float(b.get("success_rate", -1.0)), int(step), dict(b.get("metrics", {})))
 
 
 class RunSettings(Protocol):
@@ -89,6 +122,7 @@ class RunEngine:
             log.warning("resume=true but %s does not exist: starting from scratch", self.latest)
         self.resuming = resume and on_disk
         self.saved_step: int | None = None  # step of checkpoints/latest on disk: the last good state
+        self.best = Best()  # a loop that resumes restores it with Best.from_state
         self._log: RunLog | None = None
         self._bar: Any = None
         self._t0 = time.monotonic()
@@ -153,6 +187,44 @@ class RunEngine:
         if self.saved_step is not None:
             good = f"{self.latest} holds the last good state ({self.unit} {self.saved_step})"
         return NonFiniteError(f"{self.what}: {fault} at {self.unit} {step}; stopped without saving: {good}")
+
+    # ------------------------------------------------------------------ evaluation
+    def due(self, step: int, every: int, last: int) -> bool:
+        """Whether a periodic evaluation (or save) falls in ``(last, step]``: loops whose steps jump (env
+        steps of whole chunks over many envs) and loops that count one by one share one rule."""
+        return every > 0 and step // every > last // every
+
+    def evaluate(
+        self,
+        eval_fn: Callable[[], Mapping[str, Any]],
+        step: int,
+        *,
+        seed: int,
+        best: Callable[[dict[str, Any]], tuple[Mapping[str, Any], Mapping[str, Any]]],
+    ) -> dict[str, Any]:
+        """Run ``eval_fn()`` with every RNG forked, so evaluating never changes what training draws; log each
+        scalar as ``eval/<name>``; on a success rate at least the best so far (ties go to the later step, which
+        trained longer), write ``checkpoints/best`` from ``best(metrics) -> (modules, config)``."""
+        saved = get_rng_state()
+        seed_everything(seed + 1_000_003 * (1 + step))
+        t0 = time.perf_counter()
+        try:
+            with torch.no_grad():
+                metrics = dict(eval_fn())
+        finally:
+            set_rng_state(saved)
+        metrics["eval_time_s"] = time.perf_counter() - t0
+        for name, value in metrics.items():
+            if scalar_value(value) is not None:
+                self.scalar(f"eval/{name}", scalar_value(value), step)
+        metrics["step"] = step
+        rate = metrics.get("success_rate")
+        if rate is not None and float(rate) >= self.best.success_rate:
+            self.best = Best(float(rate), step, metrics)
+            self.save_best(*best(metrics))
+        shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()}
+        log.info("%s %d eval: %s", self.unit, step, shown)
+        return metrics
 
     # ------------------------------------------------------------------ checkpoints
     def mark_saved(self, step: int) -> None:

@@ -229,7 +229,7 @@ def run_online(
     last observation. ``eval_fn(policy) -> {"success_rate", ...}`` evaluates ``learner.eval_policy()``.
     ``offline``: transitions with the replay's fields, mixed into every batch at ``offline_ratio``.
     """
-    from policies.engine import RunEngine, losses
+    from policies.engine import Best, RunEngine, losses
     from policies.rl import ReplayBuffer, sample_mixed
     from policies.rl.offline import shaped_chunk_reward
     from policies.rng import get_rng_state, set_rng_state
@@ -257,7 +257,6 @@ def run_online(
         offline_buf.add(**offline)
     counters = {"env_steps": 0, "transitions": 0, "updates": 0, "episodes": 0, "pending_updates": 0.0}
     history: list[dict[str, float]] = []
-    best: dict[str, float] = {"success_rate": -1.0, "env_steps": 0}
     config = {"kind": learner.kind, **learner.get_config(), **(checkpoint_config or {})}
     ck = run.restore()
     if ck is not None:
@@ -268,7 +267,7 @@ def run_online(
         learner.load_extra_state({n: ck.modules[n] for n in learner.extra_state()})
         counters.update(ck.extra["counters"])
         history = list(ck.extra["history"])
-        best.update(ck.extra.get("best", {}))
+        run.best = Best.from_state(ck.extra.get("best"))
         set_rng_state(ck.extra["rng"])
         run.mark_saved(int(counters["env_steps"]))
         saved = torch.as_tensor(ck.extra["generator"], dtype=torch.uint8)
@@ -291,23 +290,21 @@ def run_online(
         extra = {
             "counters": dict(counters),
             "history": history,
-            "best": dict(best),
+            "best": run.best.state(),
             "rng": get_rng_state(),
             "generator": gen.get_state(),
         }
         run.save_latest(modules, config, extra, int(counters["env_steps"]), learner.named_parameters())
 
     def evaluate() -> None:
-        if eval_fn is None:
-            return
-        m = dict(eval_fn(learner.eval_policy()))
-        history.append({"env_steps": float(counters["env_steps"]), "success_rate": float(m["success_rate"])})
-        run.scalar("eval/success_rate", m["success_rate"], counters["env_steps"])
-        if (
-            m["success_rate"] > best["success_rate"]
-        ):  # the learner that scored best (robosteer-eval which=best)
-            best.update(success_rate=float(m["success_rate"]), env_steps=counters["env_steps"])
-            run.save_best({"agent": learner.state_dict()}, {**config, "score": dict(best)})
+        step = int(counters["env_steps"])
+        m = run.evaluate(
+            lambda: eval_fn(learner.eval_policy()),
+            step,
+            seed=cfg.seed,
+            best=lambda m: ({"agent": learner.state_dict()}, {**config, "score": run.best.state()}),
+        )
+        history.append({"env_steps": float(step), "success_rate": float(m["success_rate"])})
 
     def sample(batch_size: int) -> dict[str, Any]:
         return as_batch(sample_mixed(offline_buf, buffer, batch_size, cfg.offline_ratio, gen), keys)
@@ -318,14 +315,13 @@ def run_online(
     num_envs = env.num_envs
     ep_return = np.zeros(num_envs)
     recent: list[tuple[bool, float]] = []
-    next_eval = (counters["env_steps"] // cfg.eval_every + 1) * cfg.eval_every if cfg.eval_every else None
-    next_ckpt = (counters["env_steps"] // cfg.checkpoint_every + 1) * cfg.checkpoint_every
     next_log = counters["env_steps"] + cfg.log_every
     info_acc: dict[str, float] = {}
     with run:
         if not history and eval_fn is not None:
             evaluate()  # the untrained learner on top of the base: the "step 0" point of the curve
         while counters["env_steps"] < cfg.env_steps and not run.over_budget():
+            before = int(counters["env_steps"])
             obs_t = {
                 k: torch.as_tensor(obs[k], dtype=torch.float32, device=device) for k in keys
             }  # once a step
@@ -389,11 +385,9 @@ def run_online(
                     )
                     postfix = {"success": f"{rate:.0%}", "q": f"{info_acc.get('q', 0):.2f}"}
             run.progress(int(steps.sum()), **postfix)
-            if next_eval is not None and counters["env_steps"] >= next_eval:
-                next_eval += cfg.eval_every
+            if eval_fn is not None and run.due(counters["env_steps"], cfg.eval_every, before):
                 evaluate()
-            if counters["env_steps"] >= next_ckpt:
-                next_ckpt += cfg.checkpoint_every
+            if run.due(counters["env_steps"], cfg.checkpoint_every, before):
                 save()
         if eval_fn is not None and (not history or history[-1]["env_steps"] != counters["env_steps"]):
             evaluate()
@@ -406,8 +400,8 @@ def run_online(
         "wall_time_s": run.seconds(),
         "history": history,
         "success_rate": history[-1]["success_rate"] if history else None,
-        "best_success_rate": best["success_rate"] if history else None,
-        "best_env_steps": best["env_steps"] if history else None,
+        "best_success_rate": run.best.success_rate if history else None,
+        "best_env_steps": run.best.step if history else None,
         "initial_success_rate": history[0]["success_rate"] if history else None,
     }
 

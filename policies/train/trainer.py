@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
 from policies.checkpoint import Checkpoint, CheckpointError, jsonable
-from policies.engine import RunEngine
+from policies.engine import Best, RunEngine, scalar_value
 from policies.optim import lr_lambda
 from policies.rng import get_rng_state, seed_everything, set_rng_state
 from policies.train.ema import EMAModel
@@ -170,23 +170,6 @@ def _dist() -> tuple[int, int]:
     return 0, 1
 
 
-def _scalar(v: Any) -> float | None:
-    if isinstance(v, torch.Tensor) and v.numel() == 1:
-        return float(v.detach())
-    if isinstance(v, bool):
-        return float(v)
-    if isinstance(v, int | float | np.integer | np.floating):
-        return float(v)
-    return None
-
-
-@dataclass
-class _Best:
-    success_rate: float = -1.0
-    step: int = -1
-    metrics: dict[str, Any] = field(default_factory=dict)
-
-
 class Trainer:
     """Trains ``policy`` on ``dataset`` into ``out_dir`` (see the module docstring).
 
@@ -226,7 +209,6 @@ class Trainer:
         self.rank, self.world_size = _dist()
         self.device = torch.device(cfg.device)
         self.step = 0
-        self.best = _Best()
         self._elapsed_before = 0.0  # wall time of earlier sessions of this run (resume)
         self._eval_count = 0
         self._pending: dict[str, Any] = {}
@@ -320,10 +302,7 @@ class Trainer:
         self.run.mark_saved(self.step)
         self._elapsed_before = float(extra.get("elapsed_s", 0.0))
         self._eval_count = int(extra.get("eval_count", 0))
-        b = extra.get("best") or {}
-        self.best = _Best(
-            float(b.get("success_rate", -1.0)), int(b.get("step", -1)), dict(b.get("metrics", {}))
-        )
+        self.run.best = Best.from_state(extra.get("best"))
         self._pending = {"ema": ckpt.modules.get("ema"), "ema_state": extra.get("ema_state")}
         if self.cfg.ema and self._pending["ema"] is None:
             raise KeyError(
@@ -400,11 +379,7 @@ class Trainer:
             "elapsed_s": self._elapsed_before + self.run.seconds(),
             "eval_count": self._eval_count,
             "ema_state": self.ema.state_dict() if self.ema is not None else None,
-            "best": {
-                "success_rate": self.best.success_rate,
-                "step": self.best.step,
-                "metrics": jsonable(self.best.metrics),
-            },
+            "best": self.run.best.state(),
             "rng": rng,
             "world_size": self.world_size,
             "sampler": {"seed": self.cfg.seed, "consumed_per_rank": self.step * self.cfg.batch_size},
@@ -423,7 +398,7 @@ class Trainer:
         if bool(ok.all()):
             return
         values = {"loss": loss, "grad_norm": grad_norm}
-        values.update({f"info.{k}": v for k, v in (info or {}).items() if _scalar(v) is not None})
+        values.update({f"info.{k}": v for k, v in (info or {}).items() if scalar_value(v) is not None})
         self.run.check(values, self.step + 1)
         # finite on this rank: another rank's loss or gradient was not
         raise self.run.stopped("non-finite loss or gradient norm on another rank", self.step + 1)
@@ -434,49 +409,34 @@ class Trainer:
         return self.ema.averaged_model if self.ema is not None else self.policy
 
     def _evaluate(self) -> dict[str, Any] | None:
-        """Rank 0 runs ``eval_fn`` with RNG states forked, so evaluation never perturbs training."""
+        """Rank 0 evaluates the EMA weights (in eval mode) through the engine, which forks every RNG."""
         if self.eval_fn is None or not self.is_main:
             return None
         policy = self.eval_policy()
+        params = inspect.signature(self.eval_fn).parameters
+        takes_step = "step" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        kwargs = {"step": self.step} if takes_step else {}
         was_training = policy.training
         policy.eval()
-        saved = get_rng_state()
-        seed_everything(self.cfg.seed + 1_000_003 * (1 + self.step))
-        t0 = time.perf_counter()
         try:
-            params = inspect.signature(self.eval_fn).parameters
-            kwargs = (
-                {"step": self.step}
-                if "step" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-                else {}
+            metrics = self.run.evaluate(
+                lambda: self.eval_fn(policy, **kwargs),
+                self.step,
+                seed=self.cfg.seed,
+                best=self._best_checkpoint,
             )
-            with torch.no_grad():
-                metrics = dict(self.eval_fn(policy, **kwargs))
         finally:
-            set_rng_state(saved)
             policy.train(was_training)
             if hasattr(policy, "reset"):
                 policy.reset()
         self._eval_count += 1
-        metrics["eval_time_s"] = time.perf_counter() - t0
-        metrics["step"] = self.step
-        for k, v in metrics.items():
-            s = _scalar(v)
-            if s is not None and k != "step":
-                self.run.scalar(f"eval/{k}", s, self.step)
-        sr = metrics.get("success_rate")
-        if sr is not None and float(sr) >= self.best.success_rate:
-            self.best = _Best(float(sr), self.step, metrics)
-            modules: dict[str, Any] = {"model": self.policy}
-            if self.ema is not None:
-                modules["ema"] = self.ema.averaged_model
-            self.run.save_best(modules, {**self._checkpoint_config(), "eval": jsonable(dict(metrics))})
-        log.info(
-            "step %d eval: %s",
-            self.step,
-            {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()},
-        )
         return metrics
+
+    def _best_checkpoint(self, metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        modules: dict[str, Any] = {"model": self.policy}
+        if self.ema is not None:
+            modules["ema"] = self.ema.averaged_model
+        return modules, {**self._checkpoint_config(), "eval": jsonable(dict(metrics))}
 
     # ------------------------------------------------------------------ loop
     def _stop_requested(self) -> bool:
@@ -501,7 +461,7 @@ class Trainer:
         if self.ema is not None:
             self.run.scalar("train/ema_decay", self.ema.decay, self.step)
         for k, v in (info or {}).items():
-            s = _scalar(v)
+            s = scalar_value(v)
             if s is not None:
                 self.run.scalar(f"train/{k}", s, self.step)
 
@@ -564,10 +524,10 @@ class Trainer:
                     }
                     win = {"loss": 0.0, "n": 0, "data": 0.0, "update": 0.0}
                 self.run.progress(1, **postfix)
-                if cfg.eval_every > 0 and self.step % cfg.eval_every == 0 and self.step < cfg.steps:
+                if self.run.due(self.step, cfg.eval_every, self.step - 1) and self.step < cfg.steps:
                     last_eval = self._evaluate() or last_eval
                     last_eval_step = self.step
-                if cfg.checkpoint_every > 0 and self.step % cfg.checkpoint_every == 0:
+                if self.run.due(self.step, cfg.checkpoint_every, self.step - 1):
                     self.save_latest()
                     last_ckpt_step = self.step
         except KeyboardInterrupt:
@@ -608,8 +568,8 @@ class Trainer:
                 if k in last_eval:
                     metrics[k] = last_eval[k]
             metrics["eval_step"] = last_eval.get("step")
-            metrics["best_success_rate"] = self.best.success_rate
-            metrics["best_step"] = self.best.step
+            metrics["best_success_rate"] = self.run.best.success_rate
+            metrics["best_step"] = self.run.best.step
         metrics = jsonable(metrics)
         self.run.finish(metrics)
         if self.world_size > 1:

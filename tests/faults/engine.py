@@ -39,5 +39,20 @@ _FAULTS = [  # (name, old, new) in policies/engine.py
         "        self.saved_step = step\n\n    def save_best",
         "        self.saved_step = None\n\n    def save_best",
     ),
+    (
+        "engine: evaluation draws from the training RNG",
+        "        finally:\n            set_rng_state(saved)\n",
+        "        finally:\n            pass\n",
+    ),
+    (
+        "engine: a tie keeps the earlier best",
+        "float(rate) >= self.best.success_rate",
+        "float(rate) > self.best.success_rate",
+    ),
+    (
+        "engine: an evaluation period whose step is jumped over is skipped",
+        "every > 0 and step // every > last // every",
+        "every > 0 and step % every == 0",
+    ),
 ]
 FAULTS = [{"name": n, "file": ENGINE, "old": old, "new": new, "tests": TESTS} for n, old, new in _FAULTS]

@@ -61,3 +61,53 @@ def test_budget(tmp_path):
     over = SimpleNamespace(progress=False, max_minutes=0.0, keep_every=0)
     assert RunEngine(tmp_path, what="t", total=1, settings=over).over_budget()
     assert not RunEngine(tmp_path, what="t", total=1).over_budget()
+
+
+def test_evaluation_forks_every_rng_keeps_the_later_best_on_ties_and_logs_scalars(tmp_path):
+    import random
+
+    import numpy as np
+
+    logged: list[str] = []
+
+    class Recording(RunEngine):
+        def scalar(self, name, value, step):
+            logged.append(name)
+
+    run = Recording(tmp_path, what="test", total=10)
+    run.start(0)
+    scores = iter([0.5, 0.7, 0.7, 0.2])
+    saved: list[tuple[int, dict]] = []
+
+    def eval_fn() -> dict:  # consumes every RNG the way a rollout does
+        torch.rand(5), np.random.rand(5), random.random()
+        return {"success_rate": next(scores), "episodes": 4, "per_episode": [1, 0]}
+
+    torch.manual_seed(0), np.random.seed(0), random.seed(0)
+    expected = (torch.rand(3), np.random.rand(3), random.random())
+    torch.manual_seed(0), np.random.seed(0), random.seed(0)
+    for step in (10, 20, 30, 40):
+        m = run.evaluate(eval_fn, step, seed=0, best=lambda m: ({"m": {"w": torch.ones(1)}}, {"eval": m}))
+        assert m["step"] == step and m["eval_time_s"] >= 0
+        saved.append((run.best.step, dict(run.best.metrics)))
+    got = (torch.rand(3), np.random.rand(3), random.random())
+    assert torch.equal(got[0], expected[0]) and np.array_equal(got[1], expected[1]) and got[2] == expected[2]
+    assert [s for s, _ in saved] == [10, 20, 30, 30]  # 0.7 again at step 30 moves best there; 0.2 does not
+    ck = load_checkpoint(tmp_path / "checkpoints" / "best")
+    assert ck.config["eval"]["step"] == 30 and ck.config["eval"]["success_rate"] == 0.7
+    run.finish()
+    assert {"eval/success_rate", "eval/episodes"} <= set(logged) and "eval/per_episode" not in logged
+
+
+def test_due_counts_each_multiple_once_for_steps_that_jump():
+    run = RunEngine("/nonexistent/x", what="test", total=10, main=False)
+    assert [s for s in range(1, 21) if run.due(s, 5, s - 1)] == [5, 10, 15, 20]
+    assert run.due(23, 10, 18) and not run.due(19, 10, 11) and not run.due(40, 0, 0)
+
+
+def test_best_reads_steering_checkpoints_written_before_the_engine_kept_it():
+    from policies.engine import Best
+
+    old = Best.from_state({"success_rate": 0.6, "env_steps": 4000})
+    assert (old.success_rate, old.step, old.metrics) == (0.6, 4000, {})
+    assert Best.from_state(Best(0.5, 7, {"a": 1}).state()) == Best(0.5, 7, {"a": 1})
