@@ -19,12 +19,12 @@ install: $(STAMP)
 
 test: $(STAMP) typecheck
 	$(PY) -m ruff check .
-	$(PY) -m scripts.tables
+	$(PY) benchmarks/results_tables.py
 	$(PY) -m pytest
 
 # Every fenced README results table equals what its rows under docs/results/ give (no simulation, ~1 s).
 check-tables: $(STAMP)
-	$(PY) -m scripts.tables
+	$(PY) benchmarks/results_tables.py
 
 # mypy on sim/isaac ([tool.mypy] in pyproject.toml). isaacgym-stubs 1.1rc4 declares two properties named
 # `lambda` (a keyword, so no parser accepts the file): check against a copy with them renamed `lambda_`.

@@ -16,11 +16,11 @@ import tempfile
 from pathlib import Path
 
 from omegaconf import OmegaConf
+from results_tables import append_row
 
 from scripts.collect import collect
 from scripts.common import format_table
 from scripts.evaluate import replay_dataset
-from scripts.tables import append_row
 
 ROOT = Path(__file__).resolve().parents[1]
 # the printed table's columns: the rows' keys

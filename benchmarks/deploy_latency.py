@@ -24,8 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from results_tables import append_row  # noqa: E402
+
 from scripts.common import format_table, read_results  # noqa: E402
-from scripts.tables import append_row  # noqa: E402
 
 
 def cell_args(args: argparse.Namespace, latency: float, mode: str, out: Path) -> list[str]:

@@ -18,9 +18,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import mujoco
 import numpy as np
+from results_tables import append_row
 
 import sim
-from scripts.tables import append_row
 
 TASKS = ("reach-v3", "push-v3", "pick-place-v3", "button-press-topdown-v3", "drawer-open-v3")
 

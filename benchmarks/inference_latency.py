@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from results_tables import append_row
 
 from policies import make_policy
 from policies.base import GenerativePolicy
 from policies.data import open_dataset
-from scripts.tables import append_row
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT / "runs" / "calib" / "push_demos" / "demos.hdf5"

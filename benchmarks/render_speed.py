@@ -17,9 +17,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import mujoco
 import numpy as np
+from results_tables import append_row
 
 import sim
-from scripts.tables import append_row
 from sim.render import CameraRenderer
 
 

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from scripts.tables import append_row
+from results_tables import append_row
 
 ROOT = Path(__file__).resolve().parents[1]
 

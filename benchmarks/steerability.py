@@ -4,7 +4,7 @@ For each ``--base RUN=DEMOS`` pair it runs ``robosteer-steer base=RUN offline=DE
 check exactly as a user meets it: 128 of the demos' states x 16 latents, and the base held at 4 fixed
 latents for 10 evaluation episodes each) and appends a row with the base's
 own success (its run's ``metrics.json``) to ``--rows``. The README's "What makes a base steerable" table is
-drawn from those rows (``python -m scripts.tables --write``).
+drawn from those rows (``python benchmarks/results_tables.py --write``).
 
     python benchmarks/steerability.py --base runs/dp_clean=runs/clean/demos.hdf5 --label clean-10 ...
 """
@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 
 from omegaconf import OmegaConf
+from results_tables import append_row
 
 from scripts.common import format_table
-from scripts.tables import append_row
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -2,7 +2,7 @@
 
 A results table sits between two fences, ``<!-- table: NAME rows=PATH[,PATH2] -->`` and ``<!-- /table -->``;
 NAME picks its generator in ``GENERATORS`` and the JSON-lines files (paths from the repository root) give its
-rows. ``python -m scripts.tables [--write] [FILE.md ...]`` (default: README.md and docs/*.md) prints a diff
+rows. ``python benchmarks/results_tables.py [--write] [FILE.md ...]`` (default: README.md and docs/*.md) prints a diff
 per table whose text differs from what its rows give and exits 1 (``--write``: rewrites the blocks instead);
 an unknown NAME, a missing rows file or a malformed row is a one-line error (exit 2). No simulation, no torch.
 """
@@ -616,7 +616,9 @@ def check(paths: list[Path], write: bool = False) -> int:
         if changed:
             path.write_text("\n".join(lines))
     if status == 1:
-        print("tables: stale tables above; `python -m scripts.tables --write` redraws them from their rows")
+        print(
+            "tables: stale tables above; `python benchmarks/results_tables.py --write` redraws them from their rows"
+        )
     return status
 
 
