@@ -108,7 +108,14 @@ def compare(before: dict[str, dict[str, str]], after: dict[str, dict[str, str]])
         a, b = before[run], after.get(run, {})
         diff = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
         same_all &= not diff
-        result = "identical" if not diff else f"differs ({len(diff)}: {', '.join(diff[:3])})"
+        result = "identical"
+        if diff:  # per checkpoint: how many of its tensors differ, then the first few names
+            where = sorted({k.split(":")[0].rsplit("/", 1)[0] for k in a.keys() | b.keys()})
+            counts = [
+                f"{d}: {sum(k.startswith(d + '/') for k in diff)} of {sum(k.startswith(d + '/') for k in a)}"
+                for d in where
+            ]
+            result = f"differs ({'; '.join(counts)}; first: {', '.join(diff[:3])})"
         print(f"| {run} | {len(a)} | {result} |")
     return same_all
 

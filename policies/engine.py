@@ -22,8 +22,11 @@ import logging
 import math
 import os
 import shutil
+import signal
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,6 +49,34 @@ def losses(info: Mapping[str, Any]) -> dict[str, Any]:
     """The entries of an update's info whose name ends in ``loss``: the figures that must stay finite (other
     diagnostics may be NaN by design, e.g. Cal-QL's bound rate without Monte-Carlo returns)."""
     return {k: v for k, v in info.items() if k.endswith("loss")}
+
+
+@contextmanager
+def stop_on_ctrl_c() -> Iterator[threading.Event]:
+    """Ctrl-C as a flag the loop polls between units of work, not an exception raised wherever it lands.
+
+    Why: CPython drops an exception raised inside a weakref callback or ``__del__`` ("Exception ignored in
+    ..."), so a KeyboardInterrupt that lands in one is lost and the loop runs on (robosteer-collect hung
+    like that once in ~50 interrupts). A flag cannot be lost. A second Ctrl-C raises KeyboardInterrupt at
+    once, for a unit of work that does not end. Where Ctrl-C is ignored (a background job) or this is not
+    the main thread, nothing is installed and the flag is never set.
+    """
+    stop = threading.Event()
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield stop
+        return
+
+    def handle(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, handle)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def scalar_value(v: Any) -> float | None:
@@ -123,6 +154,8 @@ class RunEngine:
         self.resuming = resume and on_disk
         self.saved_step: int | None = None  # step of checkpoints/latest on disk: the last good state
         self.best = Best()  # a loop that resumes restores it with Best.from_state
+        self._ctrl_c = ExitStack()
+        self._stop = threading.Event()  # set by Ctrl-C between start() and close()
         self._log: RunLog | None = None
         self._bar: Any = None
         self._t0 = time.monotonic()
@@ -138,6 +171,7 @@ class RunEngine:
     def start(self, step: int) -> None:
         """Open the metric stream (dropping events after ``step`` when resumed) and the progress bar."""
         self._t0 = time.monotonic()
+        self._stop = self._ctrl_c.enter_context(stop_on_ctrl_c())
         if not self.main:
             return
         self.out.mkdir(parents=True, exist_ok=True)
@@ -161,6 +195,15 @@ class RunEngine:
 
     def over_budget(self) -> bool:
         return self.max_minutes is not None and self.seconds() >= 60.0 * self.max_minutes
+
+    @property
+    def interrupted(self) -> bool:
+        """Ctrl-C was pressed: the loop saves ``latest`` and raises KeyboardInterrupt (graceful stop)."""
+        return self._stop.is_set()
+
+    def should_stop(self) -> bool:
+        """The wall-time budget is spent or Ctrl-C was pressed: the loop ends after this unit of work."""
+        return self.over_budget() or self.interrupted
 
     def scalar(self, name: str, value: Any, step: int) -> None:
         if self._log is not None:
@@ -260,6 +303,7 @@ class RunEngine:
 
     # ------------------------------------------------------------------ end
     def close(self) -> None:
+        self._ctrl_c.close()  # Ctrl-C's previous handler comes back
         if self._bar is not None:
             self._bar.close()
             self._bar = None

@@ -17,8 +17,9 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from policies.data import DatasetWriter
+from policies.engine import stop_on_ctrl_c
 from scripts.cli import check_overrides
-from scripts.common import CONFIG_DIR, exit_codes, format_table, start_run, stop_on_ctrl_c, write_metrics
+from scripts.common import CONFIG_DIR, exit_codes, format_table, start_run, write_metrics
 from sim import episode_seed
 
 KEEP_CHOICES = ("success", "all")

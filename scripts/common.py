@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -73,9 +71,10 @@ def exit_codes(command: str) -> Iterator[None]:
 
     A bad dataset or checkpoint file (``DatasetError``, ``CheckpointError``), a refused setting (``UsageError``)
     or an ``out`` that would overwrite a run (``FileExistsError``) is a user error and exits 2; a NaN/inf loss,
-    gradient or weight (``NonFiniteError``: a runtime fault) exits 1. Any other ``ValueError`` or
-    ``FileNotFoundError`` is a setting the code refused: one line, exit 2 (with ``ROBOSTEER_DEBUG=1`` it keeps
-    its traceback). Anything else propagates. One place, so every command reports them the same way.
+    gradient or weight (``NonFiniteError``: a runtime fault) exits 1; Ctrl-C exits 130 with one line (a learning
+    run has saved ``checkpoints/latest`` first). Any other ``ValueError`` or ``FileNotFoundError`` is a setting
+    the code refused: one line, exit 2 (with ``ROBOSTEER_DEBUG=1`` it keeps its traceback). Anything else
+    propagates. One place, so every command reports them the same way.
     """
     from policies.checkpoint import CheckpointError
     from policies.data.errors import DatasetError
@@ -94,34 +93,9 @@ def exit_codes(command: str) -> Iterator[None]:
     except NonFiniteError as err:
         print(f"{command}: runtime fault: {err}", file=sys.stderr)
         raise SystemExit(1) from None
-
-
-@contextmanager
-def stop_on_ctrl_c() -> Iterator[threading.Event]:
-    """Ctrl-C as a flag the loop polls between units of work, not an exception raised wherever it lands.
-
-    Why: CPython drops an exception raised inside a weakref callback or ``__del__`` ("Exception ignored in
-    ..."), so a KeyboardInterrupt that lands in one is lost and the loop runs on (robosteer-collect hung
-    like that once in ~50 interrupts). A flag cannot be lost. A second Ctrl-C raises KeyboardInterrupt at
-    once, for a unit of work that does not end. Where Ctrl-C is ignored (a background job) or this is not
-    the main thread, nothing is installed and the flag is never set.
-    """
-    stop = threading.Event()
-    main = threading.current_thread() is threading.main_thread()
-    if not main or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        yield stop
-        return
-
-    def handle(signum: int, frame: Any) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-
-    previous = signal.signal(signal.SIGINT, handle)
-    try:
-        yield stop
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    except KeyboardInterrupt:  # the run engine saved checkpoints/latest before raising it
+        print(f"{command}: interrupted (Ctrl-C)", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -9,6 +9,7 @@ evaluation with a ``best`` checkpoint, and ``checkpoints/latest`` with everythin
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
+log = logging.getLogger(__name__)
 
 DEVICES = ("cpu", "cuda", "auto")
 
@@ -309,7 +312,6 @@ def run_online(
     def sample(batch_size: int) -> dict[str, Any]:
         return as_batch(sample_mixed(offline_buf, buffer, batch_size, cfg.offline_ratio, gen), keys)
 
-    run.start(int(counters["env_steps"]))  # a resumed run drops its stale events
     # Resumed runs restart their episodes from a fresh seed: env simulator state is not checkpointed.
     obs = env.reset(seed=cfg.seed + 7919 * counters["transitions"])
     num_envs = env.num_envs
@@ -317,10 +319,11 @@ def run_online(
     recent: list[tuple[bool, float]] = []
     next_log = counters["env_steps"] + cfg.log_every
     info_acc: dict[str, float] = {}
+    run.start(int(counters["env_steps"]))  # a resumed run drops its stale events; Ctrl-C becomes a flag
     with run:
         if not history and eval_fn is not None:
             evaluate()  # the untrained learner on top of the base: the "step 0" point of the curve
-        while counters["env_steps"] < cfg.env_steps and not run.over_budget():
+        while counters["env_steps"] < cfg.env_steps and not run.should_stop():
             before = int(counters["env_steps"])
             obs_t = {
                 k: torch.as_tensor(obs[k], dtype=torch.float32, device=device) for k in keys
@@ -389,6 +392,13 @@ def run_online(
                 evaluate()
             if run.due(counters["env_steps"], cfg.checkpoint_every, before):
                 save()
+        if run.interrupted:  # Ctrl-C, as a flag: keep what was learned, skip the final evaluation
+            log.warning(
+                "interrupted at env step %d: saving checkpoints/latest (resume=true continues)",
+                counters["env_steps"],
+            )
+            save()
+            raise KeyboardInterrupt
         if eval_fn is not None and (not history or history[-1]["env_steps"] != counters["env_steps"]):
             evaluate()
         save()

@@ -440,7 +440,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ loop
     def _stop_requested(self) -> bool:
-        stop = self.run.over_budget()
+        stop = self.run.should_stop()
         if self.world_size > 1:
             flag = torch.tensor([1 if stop else 0], dtype=torch.int32)
             dist.broadcast(flag, src=0)  # rank 0's clock decides for everyone
@@ -530,10 +530,14 @@ class Trainer:
                 if self.run.due(self.step, cfg.checkpoint_every, self.step - 1):
                     self.save_latest()
                     last_ckpt_step = self.step
+            if self.run.interrupted:  # Ctrl-C, as a flag: the step in flight finished
+                raise KeyboardInterrupt
         except KeyboardInterrupt:
-            if self.world_size > 1:
-                raise
-            log.warning("interrupted at step %d: saving checkpoints/latest", self.step)
+            if self.world_size > 1 and not self.run.interrupted:
+                raise  # a rank interrupted on its own: the others cannot join a save
+            log.warning(
+                "interrupted at step %d: saving checkpoints/latest (resume=true continues)", self.step
+            )
             self.save_latest()
             self.run.close()
             raise

@@ -215,7 +215,7 @@ def train_value(
     window: dict[str, list[float]] = {}
     last: dict[str, float] = {}
     with run:
-        while step < steps:
+        while step < steps and not run.should_stop():
             info = learner.update(buffer.sample(batch_size, gen), gen)
             step += 1
             run.check(losses(info), step)
@@ -230,9 +230,12 @@ def train_value(
                     run.scalar(f"train/{k}", v, step)
                 run.scalar("time/updates_per_s", (step - start) / max(1e-9, time.perf_counter() - t0), step)
                 window = {}
-            if checkpoint_every > 0 and step % checkpoint_every == 0:
+            if run.due(step, checkpoint_every, step - 1):
                 save()
     save()
+    if run.interrupted:  # Ctrl-C, as a flag: the update in flight finished and is saved
+        log.warning("interrupted at step %d: saved checkpoints/latest (resume=true continues)", step)
+        raise KeyboardInterrupt
     wall = time.perf_counter() - t0
     return {
         "steps": step,

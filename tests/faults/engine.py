@@ -54,5 +54,10 @@ _FAULTS = [  # (name, old, new) in policies/engine.py
         "every > 0 and step // every > last // every",
         "every > 0 and step % every == 0",
     ),
+    (
+        "engine: Ctrl-C is not a flag (an exception cuts the step in flight)",
+        "        self._stop = self._ctrl_c.enter_context(stop_on_ctrl_c())\n",
+        "",
+    ),
 ]
 FAULTS = [{"name": n, "file": ENGINE, "old": old, "new": new, "tests": TESTS} for n, old, new in _FAULTS]

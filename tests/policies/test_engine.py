@@ -111,3 +111,44 @@ def test_best_reads_steering_checkpoints_written_before_the_engine_kept_it():
     old = Best.from_state({"success_rate": 0.6, "env_steps": 4000})
     assert (old.success_rate, old.step, old.metrics) == (0.6, 4000, {})
     assert Best.from_state(Best(0.5, 7, {"a": 1}).state()) == Best(0.5, 7, {"a": 1})
+
+
+def test_ctrl_c_sets_the_stop_flag_and_a_second_one_raises():
+    """A first Ctrl-C is a flag (an exception could be swallowed by a weakref callback and lost); a second
+    one raises at once; the previous handler comes back afterwards."""
+    import os
+    import signal
+    import time
+
+    from policies.engine import stop_on_ctrl_c
+
+    # A shell's background job (`make test &`, some CI runners) starts with SIGINT ignored, which the helper
+    # rightly leaves alone: give this process Python's own Ctrl-C handler for the test.
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with stop_on_ctrl_c() as stop:
+            assert not stop.is_set()
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the handler runs in the main thread between bytecodes
+            assert stop.is_set()
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back as it was
+    finally:
+        signal.signal(signal.SIGINT, outer)
+
+
+def test_ctrl_c_stays_ignored_where_it_was_ignored():
+    """A background job ignores SIGINT: the collector must not make it interruptible behind its back."""
+    import signal
+
+    from policies.engine import stop_on_ctrl_c
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with stop_on_ctrl_c() as stop:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert not stop.is_set()
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from scripts.common import log_beside, read_results
 
 
@@ -27,44 +25,3 @@ def test_read_results_fills_key_fields_that_old_rows_lack(tmp_path: Path):
     done = read_results(path, ("seed", "which"), defaults={"which": "latest"})
     assert {k: r["success_rate"] for k, r in done.items()} == {(0, "latest"): 0.5, (0, "best"): 0.9}
     assert read_results(tmp_path / "missing.jsonl", ("seed",)) == {}
-
-
-def test_ctrl_c_sets_the_stop_flag_and_a_second_one_raises():
-    """A first Ctrl-C is a flag (an exception could be swallowed by a weakref callback and lost); a second
-    one raises at once; the previous handler comes back afterwards."""
-    import os
-    import signal
-    import time
-
-    from scripts.common import stop_on_ctrl_c
-
-    # A shell's background job (`make test &`, some CI runners) starts with SIGINT ignored, which the helper
-    # rightly leaves alone: give this process Python's own Ctrl-C handler for the test.
-    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with stop_on_ctrl_c() as stop:
-            assert not stop.is_set()
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.05)  # the handler runs in the main thread between bytecodes
-            assert stop.is_set()
-            with pytest.raises(KeyboardInterrupt):
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(0.05)
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back as it was
-    finally:
-        signal.signal(signal.SIGINT, outer)
-
-
-def test_ctrl_c_stays_ignored_where_it_was_ignored():
-    """A background job ignores SIGINT: the collector must not make it interruptible behind its back."""
-    import signal
-
-    from scripts.common import stop_on_ctrl_c
-
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        with stop_on_ctrl_c() as stop:
-            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-            assert not stop.is_set()
-    finally:
-        signal.signal(signal.SIGINT, previous)

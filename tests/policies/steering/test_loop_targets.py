@@ -214,3 +214,43 @@ def test_learner_batches_hold_the_offline_share_then_replay_transitions(tmp_path
             assert batch["taken"][j, 0] != 9.0
             assert batch["done"][j].item() == float(w["success"]) and batch["reward"][j].item() == w["r"]
             torch.testing.assert_close(batch["next_obs"]["state"][j], torch.tensor(w["next"]))
+
+
+class CtrlCLearner(Recorder):
+    """Presses Ctrl-C (SIGINT to this process) in the middle of its second ``learn``, as a user would."""
+
+    def learn(self, n_updates, n_transitions, sample, generator):
+        out = super().learn(n_updates, n_transitions, sample, generator)
+        if len(self.learned) == 2:
+            import os
+            import signal
+            import time
+
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the handler runs in the main thread between bytecodes
+        return out
+
+
+def test_ctrl_c_finishes_the_chunk_in_flight_and_saves_latest(tmp_path):
+    """Ctrl-C is a flag (an exception could land in a weakref callback and be lost, or cut an update in
+    half): the iteration in flight finishes, checkpoints/latest holds it with its replay, and the caller sees
+    KeyboardInterrupt (the CLI exits 130), skipping the final evaluation."""
+    import signal
+
+    learner = CtrlCLearner()
+    cfg = OnlineRunConfig(
+        env_steps=1000, warmup_chunks=0, utd=1.0, buffer_size=100, eval_every=0, checkpoint_every=10**6,
+        log_every=10**6, progress=False,
+    )  # fmt: skip
+    outer = signal.signal(
+        signal.SIGINT, signal.default_int_handler
+    )  # a background job starts with it ignored
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_online(learner, FakeEnv(), cfg, str(tmp_path))
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, outer)
+    ck = load_checkpoint(tmp_path / "checkpoints" / "latest")
+    assert ck.extra["counters"]["transitions"] == 4 and len(learner.learned) == 2  # 2 iterations of 2 envs
+    assert ck.extra["counters"]["env_steps"] == (3 + 3) + (1 + 3)

@@ -151,3 +151,52 @@ def test_lr_schedule_warmup_then_cosine():
         lr_lambda("cosin", 1, 2)
     with pytest.raises(ValueError, match="unknown TrainConfig keys"):
         TrainConfig.from_dict({"stpes": 3})
+
+
+class CtrlCInLoss(TinyPolicy):
+    """Presses Ctrl-C (SIGINT to this process) in the middle of its ``at``-th loss, as a user would."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at, self.calls = at, 0
+
+    def loss(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        self.calls += 1
+        if self.calls == self.at:
+            import os
+            import signal
+            import time
+
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the handler runs in the main thread between bytecodes
+        return super().loss(batch)
+
+
+def test_ctrl_c_finishes_the_step_saves_latest_and_resume_is_exact(tmp_path):
+    """Ctrl-C is a flag the engine polls between steps (an exception can be lost in a weakref callback, or
+    cut a step in half): the step in flight finishes, checkpoints/latest holds it, KeyboardInterrupt reaches
+    the caller, and a resume ends bit-identical to a run never interrupted."""
+    import signal
+
+    def run(out, policy, **over):
+        torch.manual_seed(0)
+        cfg = TrainConfig.from_dict({**BASE, "steps": 12, **over})
+        trainer = Trainer(policy, TinyDataset(), cfg, out, policy_name="tiny", shape_meta=SHAPE_META)
+        return trainer, trainer.fit()
+
+    outer = signal.signal(
+        signal.SIGINT, signal.default_int_handler
+    )  # a background job starts with it ignored
+    try:
+        torch.manual_seed(0)
+        with pytest.raises(KeyboardInterrupt):
+            run(tmp_path / "cut", CtrlCInLoss(at=7))
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the engine put it back
+    finally:
+        signal.signal(signal.SIGINT, outer)
+    assert load_checkpoint(tmp_path / "cut" / "checkpoints" / "latest").extra["step"] == 7  # step 7 finished
+    torch.manual_seed(0)
+    resumed, _ = run(tmp_path / "cut", CtrlCInLoss(at=-1), resume=True)
+    torch.manual_seed(0)
+    full, _ = run(tmp_path / "full", CtrlCInLoss(at=-1))
+    assert resumed.step == 12 and params_equal(full.policy, resumed.policy)

@@ -76,3 +76,35 @@ def test_expectile_loss_and_config_errors() -> None:
         build_learner("calql", {"cql_alpah": 1.0}, {"obs": {}, "action": {"shape": [1]}}, 1, 1, 0)
     with pytest.raises(ValueError, match=r"algo='cql' is not known.*nearest: 'calql'"):
         build_learner("cql", {}, {"obs": {}, "action": {"shape": [1]}}, 1, 1, 0)
+
+
+def test_ctrl_c_finishes_the_update_in_flight_and_saves_latest(tmp_path) -> None:
+    """Ctrl-C during value learning: the update in flight finishes, checkpoints/latest holds it, and the
+    caller sees KeyboardInterrupt (the CLI exits 130) instead of a lost signal or a half-done update."""
+    import os
+    import signal
+    import time
+
+    from policies.checkpoint import load_checkpoint
+    from policies.value import train_value
+
+    learner, buf = _setup(tmp_path, "iql")
+    presses = iter(range(100))
+
+    class CtrlCAtThird:  # the buffer's sampler, pressing Ctrl-C while it draws the third batch
+        def sample(self, n, gen):
+            if next(presses) == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # the handler runs in the main thread between bytecodes
+            return buf.sample(n, gen)
+
+    outer = signal.signal(
+        signal.SIGINT, signal.default_int_handler
+    )  # a background job starts with it ignored
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train_value(learner, CtrlCAtThird(), tmp_path / "run", algo="iql", steps=50, batch_size=8)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, outer)
+    assert load_checkpoint(tmp_path / "run" / "checkpoints" / "latest").extra["step"] == 3
