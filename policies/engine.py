@@ -36,7 +36,7 @@ import torch
 
 from policies.checkpoint import Checkpoint, jsonable, load_checkpoint, save_checkpoint
 from policies.rng import get_rng_state, seed_everything, set_rng_state
-from policies.run_log import RunLog
+from policies.run_log import LogSettings, RunLog
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +134,7 @@ class RunEngine:
         unit: str = "step",
         desc: str = "train",
         settings: RunSettings | None = None,
+        log_settings: LogSettings | None = None,
         main: bool = True,
     ) -> None:
         self.out = Path(out_dir)
@@ -144,6 +145,9 @@ class RunEngine:
         self.show_progress = settings.progress if settings is not None else False
         self.max_minutes = settings.max_minutes if settings is not None else None
         self.keep_every = settings.keep_every if settings is not None else 0
+        if log_settings is None and settings is not None and hasattr(settings, "logger"):  # the loop's config
+            log_settings = LogSettings(settings.logger, settings.wandb_project, settings.wandb_mode)
+        self.log_settings = log_settings or LogSettings()
         on_disk = self.latest.exists() or (self.ckpt_dir / ".latest.old").exists()  # .old: a save was cut
         if main and not resume and self.latest.exists():
             raise FileExistsError(
@@ -175,7 +179,7 @@ class RunEngine:
         if not self.main:
             return
         self.out.mkdir(parents=True, exist_ok=True)
-        self._log = RunLog(self.out, resume_step=step)
+        self._log = RunLog(self.out, resume_step=step, settings=self.log_settings)
         if self.show_progress:
             from tqdm.auto import tqdm
 
@@ -261,6 +265,9 @@ class RunEngine:
             if scalar_value(value) is not None:
                 self.scalar(f"eval/{name}", scalar_value(value), step)
         metrics["step"] = step
+        for path in metrics.get("videos") or []:  # the evaluation's mp4s (W&B shows them beside the curves)
+            if self._log is not None:
+                self._log.video("eval/video", path, step)
         rate = metrics.get("success_rate")
         if rate is not None and float(rate) >= self.best.success_rate:
             self.best = Best(float(rate), step, metrics)

@@ -41,6 +41,7 @@ def q_mc_correlation(critic: Any, buffer: Any, n: int = 4096, seed: int = 0) -> 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Train as configured; return the metrics also written to ``out/metrics.json``."""
+    from policies.run_log import LogSettings
     from policies.value import build_learner, normalized_buffer, train_value, value_transitions
 
     torch.set_num_threads(int(cfg.threads))
@@ -85,6 +86,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         log_every=int(cfg.log_every),
         checkpoint_every=int(cfg.checkpoint_every),
         resume=bool(cfg.resume),
+        log_settings=LogSettings(str(cfg.logger), str(cfg.wandb_project), str(cfg.wandb_mode)),
         meta={
             "tasks": tasks,
             "dataset": paths,

@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from policies.run_log import LogSettings
+
 log = logging.getLogger(__name__)
 
 DEVICES = ("cpu", "cuda", "auto")
@@ -64,10 +66,14 @@ class OnlineRunConfig:
     seed: int = 0
     max_minutes: float | None = None
     progress: bool = True
+    logger: str = "tensorboard"  # tensorboard | wandb (W&B beside TensorBoard: scalars, eval videos, config)
+    wandb_project: str = "robosteer"
+    wandb_mode: str = "online"  # online | offline (no network; `wandb sync` uploads later) | disabled
     device: str = "cpu"  # cpu | cuda | auto: learner, replay buffers and the loop's generator live there
 
     def __post_init__(self) -> None:
         resolve_device(self.device)  # a clear error at configuration time
+        LogSettings(self.logger, self.wandb_project, self.wandb_mode)
         from policies.rl.offline import REWARDS
 
         if self.reward not in REWARDS:

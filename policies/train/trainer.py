@@ -33,6 +33,7 @@ from policies.checkpoint import Checkpoint, CheckpointError, jsonable
 from policies.engine import Best, RunEngine, scalar_value
 from policies.optim import lr_lambda
 from policies.rng import get_rng_state, seed_everything, set_rng_state
+from policies.run_log import LogSettings
 from policies.train.ema import EMAModel
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,14 @@ class TrainConfig:
     stop_at_step: int | None = None
     resume: bool = False  # true: continue from <out>/checkpoints/latest (bit-exact)
     progress: bool = True
+    logger: str = "tensorboard"  # tensorboard | wandb (W&B beside TensorBoard: scalars, eval videos, config)
+    wandb_project: str = "robosteer"
+    wandb_mode: str = "online"  # online | offline (no network; `wandb sync` uploads later) | disabled
     device: str = "cpu"  # cpu | cuda | auto
     find_unused_parameters: bool = False
+
+    def __post_init__(self) -> None:
+        LogSettings(self.logger, self.wandb_project, self.wandb_mode)  # a clear error at configuration time
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrainConfig:

@@ -25,6 +25,7 @@ from policies.checkpoint import CheckpointError, load_checkpoint
 from policies.data import compute_stats, open_dataset
 from policies.engine import RunEngine, losses
 from policies.rl import NormalizedCritic, ReplayBuffer, chunk_transitions
+from policies.run_log import LogSettings
 from policies.value.calql import CalQL, CalQLConfig
 from policies.value.iql import IQL, IQLConfig
 
@@ -183,9 +184,12 @@ def train_value(
     checkpoint_every: int = 5000,
     resume: bool = False,
     meta: Mapping[str, Any] | None = None,
+    log_settings: LogSettings | None = None,
 ) -> dict[str, Any]:
-    """Train ``steps`` updates; TensorBoard under ``out/tb``, ``checkpoints/latest``; returns final figures."""
-    run = RunEngine(out_dir, what=f"value learning ({algo})", total=steps, resume=resume, desc=algo)
+    """Train ``steps`` updates; TensorBoard under ``out/tb`` (+ W&B with ``log_settings``),
+    ``checkpoints/latest``; returns final figures."""
+    what = f"value learning ({algo})"
+    run = RunEngine(out_dir, what=what, total=steps, resume=resume, desc=algo, log_settings=log_settings)
     meta = dict(meta or {})
     gen = torch.Generator().manual_seed(seed)
     step = 0

@@ -143,3 +143,34 @@ def test_evaluation_in_sim_writes_best(tmp_path, demos):
     assert metrics["episodes"] == 1 and metrics["env_steps"] > 0 and metrics["success_rate"] in (0.0, 1.0)
     best = load_checkpoint(tmp_path / "ev" / "checkpoints" / "best")
     assert best.config["eval"]["episodes"] == 1 and best.config["step"] == 2
+
+
+def test_logger_wandb_offline_records_scalars_the_eval_video_and_the_config(tmp_path, demos):
+    """``robosteer-train logger=wandb wandb_mode=offline``: a W&B run in the run directory with the training
+    and evaluation curves, the evaluation's video and the resolved config (no network, no account)."""
+    pytest.importorskip("metaworld")
+    pytest.importorskip("wandb")
+    from scripts.train import run
+
+    out = tmp_path / "wb"
+    cfg = _cfg(
+        "policy=flow",
+        f"dataset={demos}",
+        "steps=2",
+        f"out={out}",
+        "task=push-v3",
+        "eval_episodes=1",
+        "eval_envs=1",
+        "eval_video_episodes=1",
+        "logger=wandb",
+        "wandb_mode=offline",
+        *SMALL,
+    )
+    metrics = run(cfg)
+    assert metrics["episodes"] == 1
+    run_id = (out / "wandb_id").read_text().strip()
+    (record,) = out.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb")
+    data = record.read_bytes()
+    for text in (b"train/loss", b"eval/success_rate", b"eval/video", b"push-v3", b"flow"):
+        assert text in data, text
+    assert list(out.glob(f"wandb/offline-run-*-{run_id}/files/media/videos/eval/video_*.mp4"))
