@@ -362,6 +362,40 @@ def dsrl_weak_base(rows: list[Row]) -> str:
     return table(columns, body)
 
 
+def dsrl_baselines(rows: list[Row]) -> str:
+    """DSRL-SAC and SAC from scratch beside DSRL-NA's mean, per task, on the same weak bases and budget."""
+    na = [r for r in rows if r["variant"] == "na"]
+    others = sorted(
+        last_per(
+            [r for r in rows if r["variant"] != "na"], lambda r: (r["task"], r["variant"], r["seed"])
+        ).values(),
+        key=lambda r: (r["task"], r["variant"], r["seed"]),
+    )
+    if not others:
+        raise TableError("no DSRL rows with variant 'sac' or 'scratch'")
+    names = {"sac": "DSRL-SAC", "scratch": "SAC from scratch"}
+    body = []
+    for r in others:
+        ref = [x["success_rate"] for x in na if x["task"] == r["task"]]
+        body.append(
+            [
+                r["task"],
+                names.get(r["variant"], r["variant"]),
+                r["seed"],
+                f"{r['base_success']:.2f}" if r["variant"] != "scratch" else "—",
+                f"{r['best_periodic']:.2f}",
+                f"**{r['success_rate']:.2f}**",
+                f"{r['best_actor_success']:.2f}",
+                f"{mean(ref):.2f} ({len(ref)} seeds)" if ref else "—",
+                f"{r['env_steps']:,}",
+                f"{r['wall_s'] / 60:.1f}",
+            ]
+        )
+    columns = ["task", "method", "seed", "base (100 ep.)", "best periodic eval (50 ep.)"]
+    columns += ["final actor, 100 unseen ep.", "`best` actor", "DSRL-NA final, mean", "env steps", "wall min"]
+    return table(columns, body)
+
+
 def steerability(rows: list[Row]) -> str:
     """The steerability check per base: chunk spreads over latents and states, success at fixed latents."""
     used = list(last_per(rows, lambda r: (r["task"], r["label"])).values())
@@ -521,6 +555,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "vgps_mt10_50ep": vgps_mt10_50ep,
     "vgps_critic_fix": vgps_critic_fix,
     "dsrl_weak_base": dsrl_weak_base,
+    "dsrl_baselines": dsrl_baselines,
     "steerability": steerability,
     "collect_quality": collect_quality,
     "env_speed": env_speed,
