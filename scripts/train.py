@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,33 +72,36 @@ def build_policy(
     return make_policy(name, shape_meta, stats=stats, **{**p, **overrides})
 
 
-def build_eval_fn(
-    cfg: DictConfig, run_dir: Path, shape_meta: Mapping[str, Any]
-) -> Callable[..., dict] | None:
-    """``eval_fn(policy, step) -> metrics`` over ``sim`` envs of ``cfg.task``; None without a task."""
-    if not cfg.task:
-        return None
-    import sim
-    from scripts.evaluate import obs_mode
+class SimEvaluation:
+    """The trainer's evaluation callback, ``evaluation(policy, step) -> metrics``, over ``sim`` envs of
+    ``cfg.task`` (videos under ``<run_dir>/videos``); ``close()`` closes its envs."""
 
-    mode, cams, size = obs_mode(dict(shape_meta))
-    env = sim.make_env(
-        str(cfg.task),
-        num_envs=int(cfg.eval_envs),
-        seed=int(cfg.eval_seed),
-        obs=mode,
-        image_size=size,
-        cameras=cams,
-        vectorization=str(cfg.eval_vectorization),
-        randomization=cfg.get("randomization"),
-    )
+    def __init__(self, cfg: DictConfig, run_dir: Path, shape_meta: Mapping[str, Any]) -> None:
+        import sim
+        from scripts.evaluate import obs_mode
 
-    def eval_fn(policy: torch.nn.Module, step: int) -> dict[str, Any]:
+        mode, cams, size = obs_mode(dict(shape_meta))
+        self.cfg, self.run_dir = cfg, run_dir
+        self.env = sim.make_env(
+            str(cfg.task),
+            num_envs=int(cfg.eval_envs),
+            seed=int(cfg.eval_seed),
+            obs=mode,
+            image_size=size,
+            cameras=cams,
+            vectorization=str(cfg.eval_vectorization),
+            randomization=cfg.get("randomization"),
+        )
+
+    def __call__(self, policy: torch.nn.Module, step: int) -> dict[str, Any]:
+        import sim
+
+        cfg = self.cfg
         if getattr(policy, "task_names", None):  # a multi-task generalist is evaluated on cfg.task
             policy.set_task(str(cfg.task))
-        video = run_dir / "videos" / f"step_{step:07d}.mp4" if int(cfg.eval_video_episodes) > 0 else None
+        video = self.run_dir / "videos" / f"step_{step:07d}.mp4" if int(cfg.eval_video_episodes) > 0 else None
         m = sim.evaluate(
-            env,
+            self.env,
             policy,
             episodes=int(cfg.eval_episodes),
             seed=int(cfg.eval_seed),
@@ -114,8 +117,13 @@ def build_eval_fn(
             keep["randomization_params"] = m["randomization"]["params"]
         return keep
 
-    eval_fn.close = env.close  # type: ignore[attr-defined]
-    return eval_fn
+    def close(self) -> None:
+        self.env.close()
+
+
+def build_eval_fn(cfg: DictConfig, run_dir: Path, shape_meta: Mapping[str, Any]) -> SimEvaluation | None:
+    """The evaluation callback over ``cfg.task``; None without a task (training only)."""
+    return SimEvaluation(cfg, run_dir, shape_meta) if cfg.task else None
 
 
 def _init_distributed(cfg: DictConfig) -> tuple[int, str]:
@@ -186,7 +194,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         metrics = trainer.fit()
     finally:
         if eval_fn is not None:
-            eval_fn.close()  # type: ignore[attr-defined]
+            eval_fn.close()
     if rank != 0:
         return metrics
     metrics.setdefault("success_rate", None)
