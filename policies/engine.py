@@ -5,9 +5,9 @@ Each loop owns only what is its own — where its batches come from and what one
 the rest to :class:`RunEngine`: refusing to overwrite a run, resuming from ``checkpoints/latest``, the metric
 stream (:class:`RunLog`), the progress bar, the wall-time budget, the non-finite guard that names the last
 good checkpoint, periodic evaluation through the callback scripts/ hands in (every RNG forked, so evaluating
-never changes training) with its ``best`` record, atomic ``latest`` / ``best`` / every-N ``history``
-checkpoints and ``metrics.json``. A
-logger or an actor–learner split is added here, once, for every algorithm.
+never changes training) with its ``best`` record, Ctrl-C as a graceful stop, atomic ``latest`` / ``best`` /
+every-N ``history`` checkpoints and ``metrics.json``. A logger (W&B, in :mod:`policies.run_log`) or an
+actor–learner split is added here, once, for every algorithm.
 
 Why the NaN guard: one NaN in one action of a dataset used to train to the end, exit 0 and write a checkpoint
 whose weights were mostly NaN, which was then served and deployed. Each loop checks its losses at every update
