@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _ctrl_c import ctrl_c_when
 from omegaconf import OmegaConf
 
 from policies.data import open_dataset
@@ -125,11 +126,9 @@ def test_bad_keep_value(tmp_path, keep):
 
 
 def test_ctrl_c_leaves_a_valid_file_with_the_finished_episodes(tmp_path):
-    import signal
-    import time
-
     out = tmp_path / "run"
-    proc = subprocess.Popen(
+    partial = out / "demos.hdf5.partial"
+    code, err = ctrl_c_when(
         [
             sys.executable,
             "-m",
@@ -139,27 +138,10 @@ def test_ctrl_c_leaves_a_valid_file_with_the_finished_episodes(tmp_path):
             "progress=false",
             f"out={out}",
         ],
+        lambda: partial.exists() and partial.stat().st_size > 50_000,  # some episodes are on disk
         cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        # A shell's background job (`make test &`, some CI runners) inherits SIGINT as *ignored*, and
-        # Python then never raises KeyboardInterrupt: give the child the default disposition back.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    try:
-        partial = out / "demos.hdf5.partial"
-        deadline = time.time() + 240
-        while time.time() < deadline and not (partial.exists() and partial.stat().st_size > 50_000):
-            time.sleep(0.2)  # wait until some episodes are on disk
-        assert partial.exists(), "the collector wrote no partial file within 240 s"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 130, err[-2000:]
+    assert code == 130, err[-2000:]
     assert "interrupted" in err
     with open_dataset(out / "demos.hdf5") as demos:  # the finished episodes, in a valid file
         assert demos.num_episodes >= 1

@@ -13,6 +13,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from _ctrl_c import ctrl_c_when
 
 from policies.checkpoint import CheckpointError, load_checkpoint
 from policies.data import DatasetError, DatasetWriter
@@ -131,33 +132,15 @@ def test_eval_of_a_checkpoint_with_corrupted_weights_exits_2_naming_the_file(tmp
 def test_ctrl_c_during_training_exits_130_with_one_line_and_resume_continues(tmp_path, demos):
     """Ctrl-C through the real console path: one line, exit 130, checkpoints/latest saved where it landed
     (not only at the last periodic save), and ``resume=true`` carries the run to its end."""
-    import signal
-    import time
-
     common = [f"dataset={demos}", "checkpoint_every=100000", "eval_every=0", "out=run", *TINY]
-    args = [*common, "steps=100000"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scripts.train", *args],
+    code, err = ctrl_c_when(
+        [sys.executable, "-m", "scripts.train", *common, "steps=100000"],
+        lambda: bool(list((tmp_path / "run" / "tb").glob("events*"))),  # training: the engine holds Ctrl-C
         cwd=tmp_path,
         env=ENV,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        # a background job (`make test &`) inherits SIGINT ignored: give the child the default disposition
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        settle_s=2.0,  # some steps
     )
-    try:
-        deadline = time.time() + 240
-        while time.time() < deadline and not list((tmp_path / "run" / "tb").glob("events*")):
-            time.sleep(0.2)  # the metric stream opens after the engine took over Ctrl-C
-        time.sleep(2.0)  # some steps
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 130, err[-3000:]
+    assert code == 130, err[-3000:]
     assert _one_line_error(err) == "robosteer-train: interrupted (Ctrl-C)"
     step = load_checkpoint(tmp_path / "run" / "checkpoints" / "latest").extra["step"]
     assert 0 < step < 100000
