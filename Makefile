@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED := 1
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
-	$(PY) -m pip install -q --no-deps robomimic==0.3.0
+	$(PY) -m pip install -q --no-deps robomimic==0.3.0 openpi-client==0.1.2  # (openpi-client pins numpy<2)
 	$(PY) -m pip install -q --no-deps -e .
 	@touch $(STAMP)
 

@@ -2,9 +2,9 @@
 
 Why its own module: every byte that crosses a socket is decoded here, with hard limits, before anything
 else sees it. A message is a msgpack map with a ``type`` string; numpy arrays travel as msgpack
-extension type 1 (a small header with dtype and shape, then the raw little-endian bytes), as openpi's
-``msgpack_numpy`` does, but restricted to a whitelist of plain numeric dtypes (no object arrays, so
-decoding can never execute code). The first message of every connection is ``hello`` carrying
+extension type 1 (a small header with dtype and shape, then the raw little-endian bytes) — not openpi's
+``msgpack_numpy`` maps (``real/openpi.py`` speaks that wire, ``robosteer-serve protocol=openpi``) — restricted
+to a whitelist of plain numeric dtypes (no object arrays, so decoding can never execute code). The first message of every connection is ``hello`` carrying
 ``PROTOCOL_VERSION``; a peer of another version is refused with an ``error`` naming both versions.
 """
 

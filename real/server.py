@@ -57,6 +57,10 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 1024  # default cap on the rows of one request
 SLICE_ROWS = 64  # default rows of one scheduling slice of a ``sample`` batch
+PROTOCOLS = (
+    "robosteer",
+    "openpi",
+)  # robosteer-serve protocol=...: this project's wire, or openpi's (real/openpi.py)
 
 
 def is_loopback(host: str) -> bool:
@@ -352,6 +356,8 @@ class PolicyServer:
         max_batch: cap on the rows (B) of one ``sample``/``act`` request; larger ones get ``too_large``.
         slice_rows: a ``sample`` batch runs in slices of at most this many rows, connections taking turns.
         stuck_after_s: ``/healthz`` reports ``stuck`` (HTTP 503) when one slice has run this long.
+        protocol: ``robosteer`` (``real/protocol.py``) or ``openpi`` (openpi's wire, ``real/openpi.py``;
+            its clients send the token as ``Authorization: Api-Key <token>``).
     """
 
     def __init__(
@@ -365,7 +371,10 @@ class PolicyServer:
         max_batch: int = MAX_BATCH,
         slice_rows: int = SLICE_ROWS,
         stuck_after_s: float = 10.0,
+        protocol: str = "robosteer",
     ) -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol={protocol!r} is not known: expected one of {', '.join(PROTOCOLS)}")
         if not is_loopback(host) and not token:
             raise ValueError(
                 f"host={host!r} exposes the policy beyond this machine: pass token=<shared secret> "
@@ -378,6 +387,7 @@ class PolicyServer:
                 f"max_batch, slice_rows and stuck_after_s must be > 0, got {max_batch}, {slice_rows}, {stuck_after_s}"
             )
         self.backend = backend
+        self.protocol = protocol
         self.host = host
         self.port = int(port)
         self.token = token
@@ -545,6 +555,11 @@ class PolicyServer:
         return None
 
     async def _handler(self, ws: Any) -> None:
+        if self.protocol == "openpi":  # its token, if any, was checked on the HTTP upgrade
+            from real.openpi import serve_openpi
+
+            await serve_openpi(self, ws)
+            return
         try:
             raw = await asyncio.wait_for(ws.recv(), timeout=self.idle_timeout_s)
         except Exception as e:  # connection closed or idle before the handshake
@@ -643,6 +658,13 @@ class PolicyServer:
             h = self.health()
             code = HTTPStatus.SERVICE_UNAVAILABLE if h["status"] == "stuck" else HTTPStatus.OK
             return connection.respond(code, json.dumps(h) + "\n")
+        if (
+            self.protocol == "openpi" and self._token_bytes is not None
+        ):  # openpi: `Authorization: Api-Key <token>`
+            got = request.headers.get("Authorization", "")
+            key = got[len("Api-Key ") :] if got.startswith("Api-Key ") else ""
+            if not hmac.compare_digest(key.encode("utf-8", "surrogatepass"), self._token_bytes):
+                return connection.respond(HTTPStatus.UNAUTHORIZED, "missing or wrong Api-Key\n")
         return None
 
     # ------------------------------------------------------------------ lifecycle

@@ -19,23 +19,24 @@ def _main(cfg: DictConfig) -> None:
 
     torch.set_num_threads(int(cfg.threads))
     start_run(cfg)
-    with exit_codes("robosteer-serve"):  # a missing or corrupt checkpoint: 2
+    with exit_codes("robosteer-serve"):  # a missing or corrupt checkpoint, a refused setting: 2
         backend = load_backend(
             str(cfg.checkpoint), which=str(cfg.which), deterministic=bool(cfg.deterministic)
         )
-    if str(cfg.device) != "cpu":
-        backend.base.to(str(cfg.device))
-    server = PolicyServer(
-        backend,
-        host=str(cfg.host),
-        port=int(cfg.port),
-        token=None if cfg.token is None else str(cfg.token),
-        max_message_bytes=int(float(cfg.max_message_mb) * 2**20),
-        idle_timeout_s=float(cfg.idle_timeout_s),
-        max_batch=int(cfg.max_batch),
-        slice_rows=int(cfg.slice_rows),
-        stuck_after_s=float(cfg.stuck_after_s),
-    )
+        if str(cfg.device) != "cpu":
+            backend.base.to(str(cfg.device))
+        server = PolicyServer(
+            backend,
+            host=str(cfg.host),
+            port=int(cfg.port),
+            token=None if cfg.token is None else str(cfg.token),
+            max_message_bytes=int(float(cfg.max_message_mb) * 2**20),
+            idle_timeout_s=float(cfg.idle_timeout_s),
+            max_batch=int(cfg.max_batch),
+            slice_rows=int(cfg.slice_rows),
+            stuck_after_s=float(cfg.stuck_after_s),
+            protocol=str(cfg.protocol),
+        )
     server.start()
     meta = backend.metadata()
     print(
