@@ -156,7 +156,8 @@ async def serve_openpi(server: PolicyServer, ws: Any) -> None:
 
 class OpenpiClient:
     """A client of any server speaking openpi's protocol (openpi's own, or ``robosteer-serve
-    protocol=openpi``): ``infer(obs) -> dict``; ``sample(obs, noise)`` -> the ``(Tp, Da)`` chunk."""
+    protocol=openpi``): ``infer(obs) -> dict`` as openpi's client; ``sample(obs, noise)`` as a robosteer chunk
+    sampler, so DSRL (``noise_shape``) and V-GPS (``n_obs_steps`` / ``n_action_steps``) take it as a base."""
 
     def __init__(self, url: str, api_key: str | None = None, max_message_bytes: int = 64 * 2**20) -> None:
         from websockets.sync.client import connect
@@ -166,6 +167,10 @@ class OpenpiClient:
         headers = {"Authorization": f"Api-Key {api_key}"} if api_key else None
         self._ws = connect(self.url, compression=None, max_size=max_message_bytes, additional_headers=headers)
         self.metadata: dict[str, Any] = _text_keys(unpackb(self._ws.recv(), max_message_bytes))
+        m = self.metadata  # robosteer's servers announce these; openpi's own announce none of them
+        self.noise_key: str | None = m.get("noise_key")
+        self.noise_shape = tuple(m["noise_shape"]) if "noise_shape" in m else None
+        self.n_obs_steps, self.n_action_steps = m.get("n_obs_steps"), m.get("n_action_steps")
 
     def infer(self, obs: Mapping[str, Any]) -> dict[str, Any]:
         self._ws.send(packb(dict(obs)))
@@ -174,18 +179,29 @@ class OpenpiClient:
             raise RemoteError("server_error", reply)
         return _text_keys(unpackb(reply, self.max_message_bytes))
 
-    def sample(self, obs: Mapping[str, np.ndarray], noise: np.ndarray | None = None) -> np.ndarray:
-        """One chunk for one observation window; ``noise`` (Tp, Da) travels under the announced noise key
-        (a server that announces none cannot take it: an error says so)."""
-        request = dict(obs)
+    def sample(self, obs: Mapping[str, Any], noise: Any = None) -> Any:
+        """Chunks (B, Tp, Da) for obs windows {key: (B, To, ...)}, one request per row (openpi's protocol
+        has no batch); ``noise`` (B, Tp, Da) travels under the announced noise key. Torch in -> torch out."""
+        torch_in = any(hasattr(v, "detach") for v in obs.values()) or hasattr(noise, "detach")
+        rows = {k: np.asarray(v.detach().cpu() if hasattr(v, "detach") else v) for k, v in obs.items()}
         if noise is not None:
-            key = self.metadata.get("noise_key")
-            if key is None:
+            if self.noise_key is None:
                 raise ValueError(
-                    f"{self.url} announces no noise key: an openpi server cannot take initial noise"
+                    f"{self.url} announces no noise key: this openpi server cannot take initial noise"
                 )
-            request[key] = np.asarray(noise, dtype=np.float32)
-        return np.asarray(self.infer(request)["actions"])
+            noise = np.asarray(noise.detach().cpu() if hasattr(noise, "detach") else noise, dtype=np.float32)
+        chunks = []
+        for i in range(len(next(iter(rows.values())))):
+            request: dict[str, Any] = {k: v[i] for k, v in rows.items()}
+            if noise is not None:
+                request[self.noise_key] = noise[i]  # type: ignore[index]
+            chunks.append(np.asarray(self.infer(request)["actions"], dtype=np.float32))
+        out = np.stack(chunks)
+        if torch_in:
+            import torch
+
+            return torch.from_numpy(out)
+        return out
 
     def close(self) -> None:
         self._ws.close()

@@ -89,14 +89,16 @@ def test_a_bad_request_is_openpis_error_frame_naming_the_problem(server: PolicyS
         ours.infer({"image": np.zeros((2, 2), np.float32)})
 
 
-def test_robosteers_client_samples_with_noise_and_the_server_stays_healthy(
+def test_robosteers_client_samples_batches_with_noise_and_the_server_stays_healthy(
     server: PolicyServer, tiny: Any
 ) -> None:
-    noise = np.random.default_rng(2).normal(size=(8, 4)).astype(np.float32)
+    noise = np.random.default_rng(2).normal(size=(3, 8, 4)).astype(np.float32)
+    window = {"state": np.stack([obs(i)["state"] for i in range(3)])}  # (B, To, D)
     with OpenpiClient(server.url) as client:
-        chunk = client.sample(obs(3), noise=noise)
-        local = tiny.sample({"state": obs(3)["state"][None]}, noise=noise[None]).numpy()[0]
-        assert np.allclose(chunk, local, atol=1e-6)
+        assert client.noise_shape == (8, 4) and (client.n_obs_steps, client.n_action_steps) == (2, 4)
+        chunk = client.sample(window, noise=noise)
+        local = tiny.sample(window, noise=noise).numpy()
+        assert chunk.shape == (3, 8, 4) and np.allclose(chunk, local, atol=1e-6)
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
     conn.request("GET", "/healthz")
     assert conn.getresponse().status == 200
@@ -117,3 +119,33 @@ def test_token_travels_as_openpis_api_key(tiny: Any) -> None:
 def test_unknown_protocol_names_the_choices(tiny: Any) -> None:
     with pytest.raises(ValueError, match="protocol='openpy' is not known: expected one of robosteer, openpi"):
         PolicyServer(PolicyBackend(tiny), port=0, protocol="openpy")
+
+
+def test_dsrl_and_vgps_steer_a_policy_served_over_openpis_wire(server: PolicyServer, tiny: Any) -> None:
+    """DSRL decodes its latents through the openpi client exactly as through the local policy, and V-GPS
+    re-ranks the remote samples as it ranks local ones (same seed, same critic: the same chunk)."""
+    import torch
+
+    from policies.steering.dsrl import DSRL
+    from policies.steering.vgps import VGPSPolicy
+
+    window = {"state": torch.as_tensor(np.stack([obs(i)["state"] for i in range(2)]))}  # (2, To, D)
+    torch.manual_seed(0)
+    with OpenpiClient(server.url) as client:
+        remote = DSRL(client, obs_dim=2 * STATE_DIM, exec_slice=slice(1, 5))
+        local = DSRL(tiny, obs_dim=2 * STATE_DIM, exec_slice=slice(1, 5))
+        local.load_state_dict(remote.state_dict())
+        latent = torch.randn(2, *remote.latent_shape)
+        assert torch.allclose(remote.decode(window, latent), local.decode(window, latent), atol=1e-5)
+
+        def critic(
+            o: Any, a: torch.Tensor, task_id: Any = None
+        ) -> torch.Tensor:  # prefers small first actions
+            return -a[:, 0].abs().sum(-1) if a.dim() == 3 else -a.abs().sum(-1)
+
+        kw = {"samples": 4, "n_obs_steps": 2, "n_action_steps": 4, "seed": 7}
+        noise = torch.randn(2, 4, 8, 4)  # (B, K, Tp, Da): the same K candidates remotely and locally
+        picked_remote = VGPSPolicy(client, critic, **kw).sample(window, noise=noise)
+        picked_local = VGPSPolicy(tiny, critic, **kw).sample(window, noise=noise)
+        assert picked_remote.shape == (2, 8, 4)
+        assert torch.allclose(torch.as_tensor(picked_remote), torch.as_tensor(picked_local), atol=1e-5)
