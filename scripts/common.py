@@ -18,8 +18,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-# Absolute, not "../configs": Hydra resolves a relative path against the module name, so the installed console scripts (which import scripts.<name>) find the configs too.
-CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
+# Absolute, not "../configs": Hydra resolves a relative path against the module name. A checkout (or an
+# editable install) reads the repository's configs/; a wheel installs them under <prefix>/share/robosteer.
+_REPO_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIG_DIR = str(
+    _REPO_CONFIGS if _REPO_CONFIGS.is_dir() else Path(sys.prefix) / "share" / "robosteer" / "configs"
+)
 
 # PyOpenGL logs an INFO line about its optional accelerator at every start; Hydra would print it.
 logging.getLogger("OpenGL").setLevel(logging.WARNING)

@@ -1,0 +1,36 @@
+"""Datasets: robomimic-layout HDF5 writer/reader, sequence windows for training, normalisation stats.
+
+``SequenceDataset`` (which needs torch) is imported lazily so that the writer, reader and
+``robosteer-dataset`` start without loading torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from policies.data.errors import DatasetError
+from policies.data.hdf5 import DatasetWriter, DemoFile, open_dataset, split_names
+from policies.data.stats import RunningStats, compute_stats
+
+if TYPE_CHECKING:
+    from policies.data.sequence import SequenceDataset, create_indices
+
+__all__ = [
+    "DatasetError",
+    "DatasetWriter",
+    "DemoFile",
+    "RunningStats",
+    "SequenceDataset",
+    "compute_stats",
+    "create_indices",
+    "open_dataset",
+    "split_names",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("SequenceDataset", "create_indices"):
+        from policies.data import sequence
+
+        return getattr(sequence, name)
+    raise AttributeError(f"module 'policies.data' has no attribute {name!r}")

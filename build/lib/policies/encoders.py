@@ -1,0 +1,202 @@
+"""Observation encoders: low-dim MLP, a small hand-written ResNet-style CNN with GroupNorm and a
+spatial-softmax head (robomimic/diffusion_policy's choice; no torchvision here), and their fusion.
+
+Why GroupNorm: BatchNorm breaks with EMA weights and batch-1 inference (diffusion_policy replaces it too).
+Why spatial softmax: it turns feature maps into keypoint coordinates, which is what manipulation needs.
+The fused output is one flat vector per sample (all keys, all To steps): the global condition for FiLM.
+A multi-task policy (``num_tasks > 0``) appends a learned task embedding to it (one generalist, N tasks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from policies.normalizer import buffer_key
+
+
+def mlp(
+    in_dim: int, hidden: Sequence[int], out_dim: int | None = None, act: type[nn.Module] = nn.Mish
+) -> nn.Sequential:
+    """Plain MLP; ``out_dim=None`` ends on the last hidden layer with its activation."""
+    layers: list[nn.Module] = []
+    d = in_dim
+    for h in hidden:
+        layers += [nn.Linear(d, h), act()]
+        d = h
+    if out_dim is not None:
+        layers.append(nn.Linear(d, out_dim))
+    return nn.Sequential(*layers)
+
+
+class LowDimEncoder(nn.Module):
+    """Identity (diffusion_policy's default for state) or an MLP over one low-dim key."""
+
+    def __init__(self, in_dim: int, hidden: Sequence[int] = ()) -> None:
+        super().__init__()
+        self.net = mlp(in_dim, hidden) if hidden else nn.Identity()
+        self.out_dim = hidden[-1] if hidden else in_dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, D) -> (N, out_dim)
+        return self.net(x)
+
+
+class SpatialSoftmax(nn.Module):
+    """Feature map (N, C, H, W) -> expected (x, y) keypoint per channel after a 1x1 projection: (N, 2K)."""
+
+    def __init__(
+        self, in_channels: int, height: int, width: int, num_kp: int = 32, temperature: float = 1.0
+    ) -> None:
+        super().__init__()
+        self.proj = nn.Conv2d(in_channels, num_kp, kernel_size=1)
+        self.num_kp = num_kp
+        self.temperature = temperature
+        ys, xs = torch.meshgrid(torch.linspace(-1, 1, height), torch.linspace(-1, 1, width), indexing="ij")
+        self.register_buffer(
+            "pos", torch.stack([xs.reshape(-1), ys.reshape(-1)], dim=1), persistent=False
+        )  # (HW, 2)
+
+    def forward(self, feat: torch.Tensor) -> torch.Tensor:
+        kp = self.proj(feat).flatten(2)  # (N, K, HW)
+        attn = torch.softmax(kp / self.temperature, dim=-1)
+        return (attn @ self.pos).flatten(1)  # (N, 2K)
+
+
+class ResBlock2d(nn.Module):
+    """Basic ResNet block with GroupNorm; ``stride=2`` halves the resolution."""
+
+    def __init__(self, cin: int, cout: int, stride: int = 1, groups: int = 8) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.norm1 = nn.GroupNorm(min(groups, cout), cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.norm2 = nn.GroupNorm(min(groups, cout), cout)
+        self.act = nn.ReLU()
+        self.skip = (
+            nn.Identity()
+            if stride == 1 and cin == cout
+            else nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.GroupNorm(min(groups, cout), cout)
+            )
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.act(self.norm1(self.conv1(x)))
+        out = self.norm2(self.conv2(out))
+        return self.act(out + self.skip(x))
+
+
+class ImageEncoder(nn.Module):
+    """Small ResNet: stem (stride 2) + one block per stage (stride 2 each) + spatial softmax + linear."""
+
+    def __init__(
+        self,
+        image_shape: Sequence[int],
+        channels: Sequence[int] = (32, 64, 128),
+        num_kp: int = 32,
+        feature_dim: int = 64,
+        groups: int = 8,
+    ) -> None:
+        super().__init__()
+        h, w, c = image_shape
+        if c != 3:
+            raise ValueError(f"rgb observations must be channel-last (H, W, 3), got {tuple(image_shape)}")
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, channels[0], 5, 2, 2, bias=False),
+            nn.GroupNorm(min(groups, channels[0]), channels[0]),
+            nn.ReLU(),
+        )
+        blocks: list[nn.Module] = []
+        cin = channels[0]
+        for cout in channels:
+            blocks.append(ResBlock2d(cin, cout, stride=2, groups=groups))
+            cin = cout
+        self.blocks = nn.Sequential(*blocks)
+        with torch.no_grad():
+            fh, fw = self.blocks(self.stem(torch.zeros(1, 3, h, w))).shape[-2:]
+        self.pool = SpatialSoftmax(cin, fh, fw, num_kp)
+        self.fc = nn.Linear(2 * num_kp, feature_dim)
+        self.out_dim = feature_dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, H, W, 3) float -> (N, feature_dim)
+        x = x.permute(0, 3, 1, 2)  # (N, 3, H, W)
+        return self.fc(self.pool(self.blocks(self.stem(x))))
+
+
+class ObsEncoder(nn.Module):
+    """Encodes every obs key at every one of the To steps and concatenates: (B, To, ...) -> (B, out_dim).
+
+    One CNN per camera (``share_rgb_encoder=False``) or one shared CNN; low-dim keys go through
+    identity or an MLP. The result conditions the denoiser once per ``sample`` call (encode once).
+    """
+
+    def __init__(
+        self,
+        shape_meta: Mapping[str, Any],
+        n_obs_steps: int,
+        lowdim_hidden: Sequence[int] = (),
+        rgb_channels: Sequence[int] = (32, 64, 128),
+        rgb_num_kp: int = 32,
+        rgb_feature_dim: int = 64,
+        share_rgb_encoder: bool = False,
+        num_tasks: int = 0,
+        task_embed_dim: int = 32,
+    ) -> None:
+        super().__init__()
+        self.keys: list[str] = list(shape_meta["obs"].keys())
+        self.num_tasks = int(num_tasks)
+        self.n_obs_steps = n_obs_steps
+        self.encoders = nn.ModuleDict()
+        self.is_rgb: dict[str, bool] = {}
+        shared: ImageEncoder | None = None
+        per_step = 0
+        for key in self.keys:
+            meta = shape_meta["obs"][key]
+            rgb = meta.get("type", "low_dim") == "rgb"
+            self.is_rgb[key] = rgb
+            if rgb:
+                if share_rgb_encoder and shared is not None:
+                    enc: nn.Module = shared
+                else:
+                    enc = ImageEncoder(meta["shape"], rgb_channels, rgb_num_kp, rgb_feature_dim)
+                    shared = enc if share_rgb_encoder else None
+            else:
+                enc = LowDimEncoder(int(torch.tensor(meta["shape"]).prod()), lowdim_hidden)
+            self.encoders[buffer_key(key)] = enc
+            per_step += enc.out_dim
+        self.per_step_dim = per_step
+        self.out_dim = per_step * n_obs_steps
+        if self.num_tasks > 0:  # absent for single-task policies: their state dicts stay unchanged
+            self.task_embedding = nn.Embedding(self.num_tasks, task_embed_dim)
+            self.out_dim += task_embed_dim
+        # Low-dim-only with identity encoders (the default): the condition is just the flattened window.
+        self._identity = not lowdim_hidden and not any(self.is_rgb.values())
+
+    def forward(self, obs: Mapping[str, torch.Tensor], task_id: torch.Tensor | None = None) -> torch.Tensor:
+        """Obs windows {key: (B, To, ...)} (+ task ids (B,) for a multi-task encoder) -> (B, out_dim)."""
+        feat = self._encode(obs)
+        if self.num_tasks == 0:
+            return feat
+        if task_id is None:
+            raise ValueError(f"this encoder is multi-task ({self.num_tasks} tasks): task_id (B,) is required")
+        tid = task_id.to(device=feat.device, dtype=torch.long).reshape(-1).expand(feat.shape[0])
+        return torch.cat([feat, self.task_embedding(tid)], dim=-1)  # (B, G + E)
+
+    def _encode(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        if self._identity:  # same values as the general path, without the per-key module calls
+            b = obs[self.keys[0]].shape[0]
+            if len(self.keys) == 1:
+                return obs[self.keys[0]].reshape(b, -1)  # (B, To * D)
+            return torch.cat([obs[k].reshape(*obs[k].shape[:2], -1) for k in self.keys], dim=-1).reshape(
+                b, -1
+            )
+        feats = []
+        for key in self.keys:
+            x = obs[key]  # (B, To, ...) normalised
+            b, to = x.shape[:2]
+            x = x.reshape(b * to, *x.shape[2:]) if self.is_rgb[key] else x.reshape(b * to, -1)
+            feats.append(self.encoders[buffer_key(key)](x).reshape(b, to, -1))  # (B, To, F_key)
+        return torch.cat(feats, dim=-1).reshape(b, -1)  # (B, To * sum F)

@@ -1,0 +1,333 @@
+"""One run's lifecycle, shared by every learning loop: imitation, value learning and online steering.
+
+Each loop owns only what is its own — where its batches come from and what one update is
+(``policies/train/trainer.py``, ``policies/value/learner.py``, ``policies/steering/loop.py``) — and hands
+the rest to :class:`RunEngine`: refusing to overwrite a run, resuming from ``checkpoints/latest``, the metric
+stream (:class:`RunLog`), the progress bar, the wall-time budget, the non-finite guard that names the last
+good checkpoint, periodic evaluation through the callback scripts/ hands in (every RNG forked, so evaluating
+never changes training) with its ``best`` record, Ctrl-C as a graceful stop, atomic ``latest`` / ``best`` /
+every-N ``history`` checkpoints and ``metrics.json``. A logger (W&B, in :mod:`policies.run_log`) or an
+actor–learner split is added here, once, for every algorithm.
+
+Why the NaN guard: one NaN in one action of a dataset used to train to the end, exit 0 and write a checkpoint
+whose weights were mostly NaN, which was then served and deployed. Each loop checks its losses at every update
+and the engine checks the trainable weights before every save, raising :class:`NonFiniteError` instead: the
+checkpoint on disk stays the last good one (the console scripts exit 1 with one line).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from policies.checkpoint import Checkpoint, jsonable, load_checkpoint, save_checkpoint
+from policies.rng import get_rng_state, seed_everything, set_rng_state
+from policies.run_log import LogSettings, RunLog
+
+log = logging.getLogger(__name__)
+
+
+class NonFiniteError(RuntimeError):
+    """A loss, gradient norm or weight became NaN/inf: the run stopped and wrote no checkpoint after it."""
+
+
+def losses(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of an update's info whose name ends in ``loss``: the figures that must stay finite (other
+    diagnostics may be NaN by design, e.g. Cal-QL's bound rate without Monte-Carlo returns)."""
+    return {k: v for k, v in info.items() if k.endswith("loss")}
+
+
+@contextmanager
+def stop_on_ctrl_c() -> Iterator[threading.Event]:
+    """Ctrl-C as a flag the loop polls between units of work, not an exception raised wherever it lands.
+
+    Why: CPython drops an exception raised inside a weakref callback or ``__del__`` ("Exception ignored in
+    ..."), so a KeyboardInterrupt that lands in one is lost and the loop runs on (robosteer-collect hung
+    like that once in ~50 interrupts). A flag cannot be lost. A second Ctrl-C raises KeyboardInterrupt at
+    once, for a unit of work that does not end. Where Ctrl-C is ignored (a background job) or this is not
+    the main thread, nothing is installed and the flag is never set.
+    """
+    stop = threading.Event()
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield stop
+        return
+
+    def handle(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, handle)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def scalar_value(v: Any) -> float | None:
+    """``v`` as a float when it is one number (a Python or numpy scalar, a one-element tensor), else None."""
+    if isinstance(v, torch.Tensor) and v.numel() == 1:
+        return float(v.detach())
+    if isinstance(v, bool | int | float | np.integer | np.floating):
+        return float(v)
+    return None
+
+
+@dataclass
+class Best:
+    """The evaluation that scored best so far: what ``checkpoints/best`` holds."""
+
+    success_rate: float = -1.0
+    step: int = -1
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def state(self) -> dict[str, Any]:
+        return {"success_rate": self.success_rate, "step": self.step, "metrics": jsonable(self.metrics)}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any] | None) -> Best:
+        """Also reads steering checkpoints written before the engine kept ``best`` (``env_steps``, no metrics)."""
+        b = dict(state or {})
+        step = b.get("step", b.get("env_steps", -1))
+        return cls(float(b.get("success_rate", -1.0)), int(step), dict(b.get("metrics", {})))
+
+
+class RunSettings(Protocol):
+    """What a loop's config tells the engine (TrainConfig and OnlineRunConfig have these fields)."""
+
+    progress: bool
+    max_minutes: float | None  # wall-time budget: stop with a checkpoint
+    keep_every: int  # > 0: keep checkpoints/history/<step> at the first save past each multiple
+
+
+class RunEngine:
+    """The lifecycle of the run in ``out_dir``; ``main=False`` (a DDP rank > 0) writes nothing.
+
+    ``what`` names the run in errors ("training", "steering (dsrl)"); ``unit`` names what its steps count
+    ("step", "env step"); ``total`` sizes the progress bar; ``settings`` gives the progress bar, the wall-time
+    budget and ``keep_every`` (> 0: copy ``latest`` to ``checkpoints/history/<step>`` at the first save on or
+    past each multiple of it); without settings: no bar, no budget, no history.
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike,
+        *,
+        what: str,
+        total: int,
+        resume: bool = False,
+        unit: str = "step",
+        desc: str = "train",
+        settings: RunSettings | None = None,
+        log_settings: LogSettings | None = None,
+        main: bool = True,
+    ) -> None:
+        self.out = Path(out_dir)
+        self.ckpt_dir = self.out / "checkpoints"
+        self.latest = self.ckpt_dir / "latest"
+        self.what, self.unit, self.total, self.desc = what, unit, total, desc
+        self.main = main
+        self.show_progress = settings.progress if settings is not None else False
+        self.max_minutes = settings.max_minutes if settings is not None else None
+        self.keep_every = settings.keep_every if settings is not None else 0
+        if log_settings is None and settings is not None and hasattr(settings, "logger"):  # the loop's config
+            log_settings = LogSettings(settings.logger, settings.wandb_project, settings.wandb_mode)
+        self.log_settings = log_settings or LogSettings()
+        on_disk = self.latest.exists() or (self.ckpt_dir / ".latest.old").exists()  # .old: a save was cut
+        if main and not resume and self.latest.exists():
+            raise FileExistsError(
+                f"{self.latest} already exists: pass resume=true to continue that run, or choose another out="
+            )
+        if resume and not on_disk:
+            log.warning("resume=true but %s does not exist: starting from scratch", self.latest)
+        self.resuming = resume and on_disk
+        self.saved_step: int | None = None  # step of checkpoints/latest on disk: the last good state
+        self.best = Best()  # a loop that resumes restores it with Best.from_state
+        self._ctrl_c = ExitStack()
+        self._stop = threading.Event()  # set by Ctrl-C between start() and close()
+        self._log: RunLog | None = None
+        self._bar: Any = None
+        self._t0 = time.monotonic()
+
+    def restore(self, names: Iterable[str] | None = None) -> Checkpoint | None:
+        """``checkpoints/latest`` when resuming (None otherwise); the loop loads its own state from it."""
+        if not self.resuming:
+            return None
+        ck = load_checkpoint(self.latest, names=list(names) if names is not None else None)
+        log.info("resuming %s", ck.path)
+        return ck
+
+    def start(self, step: int) -> None:
+        """Open the metric stream (dropping events after ``step`` when resumed) and the progress bar."""
+        self._t0 = time.monotonic()
+        self._stop = self._ctrl_c.enter_context(stop_on_ctrl_c())
+        if not self.main:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._log = RunLog(self.out, resume_step=step, settings=self.log_settings)
+        if self.show_progress:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(
+                total=self.total,
+                initial=step,
+                desc=self.desc,
+                unit=self.unit.split()[-1],
+                dynamic_ncols=True,
+                mininterval=1.0,
+            )
+
+    # ------------------------------------------------------------------ during the run
+    def seconds(self) -> float:
+        """Wall time of this session of the run."""
+        return time.monotonic() - self._t0
+
+    def over_budget(self) -> bool:
+        return self.max_minutes is not None and self.seconds() >= 60.0 * self.max_minutes
+
+    @property
+    def interrupted(self) -> bool:
+        """Ctrl-C was pressed: the loop saves ``latest`` and raises KeyboardInterrupt (graceful stop)."""
+        return self._stop.is_set()
+
+    def should_stop(self) -> bool:
+        """The wall-time budget is spent or Ctrl-C was pressed: the loop ends after this unit of work."""
+        return self.over_budget() or self.interrupted
+
+    def scalar(self, name: str, value: Any, step: int) -> None:
+        if self._log is not None:
+            self._log.scalar(name, value, step)
+
+    def progress(self, n: int, **postfix: str) -> None:
+        if self._bar is not None:
+            self._bar.update(n)
+            if postfix:
+                self._bar.set_postfix(**postfix)
+
+    def check(self, values: Mapping[str, Any], step: int) -> None:
+        """Raise :class:`NonFiniteError` on any NaN/inf among ``values`` (floats or one-element tensors)."""
+        floats = {
+            k: float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for k, v in values.items()
+        }
+        bad = ", ".join(f"{k} = {x}" for k, x in floats.items() if not math.isfinite(x))
+        if bad:
+            raise self.stopped(f"non-finite {bad}", step)
+
+    def stopped(self, fault: str, step: int) -> NonFiniteError:
+        """The error for ``fault`` at ``step``, naming where the last good state is."""
+        good = "no checkpoint had been written"
+        if self.saved_step is not None:
+            good = f"{self.latest} holds the last good state ({self.unit} {self.saved_step})"
+        return NonFiniteError(f"{self.what}: {fault} at {self.unit} {step}; stopped without saving: {good}")
+
+    # ------------------------------------------------------------------ evaluation
+    def due(self, step: int, every: int, last: int) -> bool:
+        """Whether a periodic evaluation (or save) falls in ``(last, step]``: loops whose steps jump (env
+        steps of whole chunks over many envs) and loops that count one by one share one rule."""
+        return every > 0 and step // every > last // every
+
+    def evaluate(
+        self,
+        eval_fn: Callable[[], Mapping[str, Any]],
+        step: int,
+        *,
+        seed: int,
+        best: Callable[[dict[str, Any]], tuple[Mapping[str, Any], Mapping[str, Any]]],
+    ) -> dict[str, Any]:
+        """Run ``eval_fn()`` with every RNG forked, so evaluating never changes what training draws; log each
+        scalar as ``eval/<name>``; on a success rate at least the best so far (ties go to the later step, which
+        trained longer), write ``checkpoints/best`` from ``best(metrics) -> (modules, config)``."""
+        saved = get_rng_state()
+        seed_everything(seed + 1_000_003 * (1 + step))
+        t0 = time.perf_counter()
+        try:
+            with torch.no_grad():
+                metrics = dict(eval_fn())
+        finally:
+            set_rng_state(saved)
+        metrics["eval_time_s"] = time.perf_counter() - t0
+        for name, value in metrics.items():
+            if scalar_value(value) is not None:
+                self.scalar(f"eval/{name}", scalar_value(value), step)
+        metrics["step"] = step
+        for path in metrics.get("videos") or []:  # the evaluation's mp4s (W&B shows them beside the curves)
+            if self._log is not None:
+                self._log.video("eval/video", path, step)
+        rate = metrics.get("success_rate")
+        if rate is not None and float(rate) >= self.best.success_rate:
+            self.best = Best(float(rate), step, metrics)
+            self.save_best(*best(metrics))
+        shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()}
+        log.info("%s %d eval: %s", self.unit, step, shown)
+        return metrics
+
+    # ------------------------------------------------------------------ checkpoints
+    def mark_saved(self, step: int) -> None:
+        """``checkpoints/latest`` holds ``step`` (after a save, or when resumed from it)."""
+        self.saved_step = step
+
+    def save_latest(
+        self,
+        modules: Mapping[str, Any],
+        config: Mapping[str, Any],
+        extra: Mapping[str, Any] | None,
+        step: int,
+        params: Iterable[tuple[str, torch.Tensor]] = (),
+    ) -> None:
+        """Write ``checkpoints/latest`` atomically, refusing NaN/inf ``params`` (a NaN step whose loss was
+        finite), and keep a copy in ``history/`` on every ``keep_every``-th step."""
+        for name, p in params:
+            if p.is_floating_point() and not bool(torch.isfinite(p.detach()).all()):
+                raise self.stopped(f"weights {name!r} hold NaN/inf", step)
+        if self.main:
+            save_checkpoint(
+                self.latest, dict(modules), dict(config), dict(extra) if extra is not None else None
+            )
+            if self.keep_every > 0 and step // self.keep_every > (self.saved_step or 0) // self.keep_every:
+                kept = self.ckpt_dir / "history" / f"{step:09d}"
+                shutil.rmtree(kept, ignore_errors=True)
+                shutil.copytree(self.latest, kept)
+        self.saved_step = step
+
+    def save_best(self, modules: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+        if self.main:
+            save_checkpoint(self.ckpt_dir / "best", dict(modules), dict(config))
+
+    # ------------------------------------------------------------------ end
+    def close(self) -> None:
+        self._ctrl_c.close()  # Ctrl-C's previous handler comes back
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def finish(self, metrics: Mapping[str, Any] | None = None) -> None:
+        """Close the stream and the bar; write ``metrics.json`` atomically when given."""
+        self.close()
+        if metrics is not None and self.main:
+            tmp = self.out / ".metrics.json.tmp"
+            tmp.write_text(json.dumps(jsonable(dict(metrics)), indent=2) + "\n")
+            os.replace(tmp, self.out / "metrics.json")
+
+    def __enter__(self) -> RunEngine:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,126 @@
+"""Demonstrations as chunk transitions, for critics defined over executed actions (DSRL-NA, EXPO, V-GPS).
+
+A robomimic-layout dataset (``policies.data``) becomes ``(s, a, r, s', done)`` tuples of the same chunk MDP
+the online loops use: ``s`` and ``s'`` are To-step observation histories padded at the episode start by
+repeating the first observation (what ``sim.ObsHistoryWrapper`` and the policies' ``act`` do), ``a`` the Ta
+actions executed from ``s``, and ``done`` marks a chunk in which the episode truly terminated (success).
+Every start step is used, not only multiples of Ta: any Ta consecutive actions of a demo are a chunk the
+env could have executed. A chunk cut short by termination is padded with its last action (the env never
+executes the padding: the chunk wrapper stops at termination).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from policies.data import DatasetError, open_dataset
+
+REWARDS = ("sparse", "dense", "shaped")
+
+
+def shaped_chunk_reward(summed: np.ndarray, steps: np.ndarray, chunk: int, scale: float) -> np.ndarray:
+    """Meta-World's dense reward as a per-chunk cost in [-1, 0]: Σ_t (r_t/scale − 1) / Ta over executed steps.
+
+    Why not the raw sum: the episode ends at success, so a positive dense reward makes finishing forfeit
+    the reward the agent would have kept collecting near the goal (it learns to hover). With every step's
+    reward ≤ 0, ending is never worse than going on, and the chunk keeps the sparse reward's −1 scale.
+    ``summed``: env reward summed over the ``steps`` executed steps of each chunk; ``scale``: the env's
+    largest per-step reward (10 for Meta-World v3).
+    """
+    if scale <= 0:
+        raise ValueError(f"reward_scale must be > 0 (the env's largest per-step reward), got {scale}")
+    return (np.asarray(summed, dtype=np.float64) / scale - np.asarray(steps, dtype=np.float64)) / chunk
+
+
+def _history(frames: np.ndarray, end: np.ndarray, n_obs_steps: int) -> np.ndarray:
+    """Histories (N, To, ...) of ``frames`` ending at each index in ``end``, padded with frame 0."""
+    offsets = np.arange(-n_obs_steps + 1, 1)  # (To,) oldest first
+    idx = np.clip(end[:, None] + offsets[None], 0, None)  # (N, To)
+    return frames[idx]
+
+
+def _mc_returns(r: np.ndarray, stride: int, discount: float, terminated: bool) -> np.ndarray:
+    """R_t = r_t + γ·R_{t+stride} over one demo's chunk rewards r (N,); beyond the end: 0 or r_last/(1−γ)."""
+    if not 0.0 <= discount < 1.0:
+        raise ValueError(f"discount must lie in [0, 1), got {discount}")
+    tail = 0.0 if terminated else float(r[-1]) / (1.0 - discount)
+    out = np.zeros(len(r), dtype=np.float64)
+    for i in range(len(r) - 1, -1, -1):
+        out[i] = r[i] + discount * (out[i + stride] if i + stride < len(r) else tail)
+    return out.astype(np.float32)
+
+
+def chunk_transitions(
+    path: str | os.PathLike,
+    obs_keys: Sequence[str],
+    n_obs_steps: int,
+    n_action_steps: int,
+    reward: str = "sparse",
+    demo_limit: int | None = None,
+    discount: float | None = None,
+    reward_scale: float = 10.0,
+) -> dict[str, torch.Tensor]:
+    """Chunk transitions of every demo: ``obs/<key>`` and ``next_obs/<key>`` (N, To, ...), ``action``
+    (N, Ta·A) flattened executed chunks, ``reward`` (N,), ``done`` (N,).
+
+    With ``discount`` (γ per chunk transition) also ``mc_return`` (N,): the discounted return of the rest of
+    the demo from each chunk, R_t = r_t + γ·R_{t+Ta} (Cal-QL's lower bound). A demo that ends in a time-out
+    continues with its last chunk reward forever (r_last / (1 − γ)), a success with 0.
+
+    ``reward="sparse"``: −1 per chunk and 0 for the chunk in which the demo succeeded (its ``dones`` flag,
+    which collection sets only on true termination); ``"dense"``: the recorded rewards summed over the chunk;
+    ``"shaped"``: :func:`shaped_chunk_reward` of that sum (a cost in [-1, 0], ``reward_scale`` = max step reward).
+    """
+    if reward not in REWARDS:
+        raise ValueError(f"offline reward={reward!r} is not known: expected one of {REWARDS}")
+    if n_obs_steps < 1 or n_action_steps < 1:
+        raise ValueError(f"n_obs_steps and n_action_steps must be >= 1, got {n_obs_steps}, {n_action_steps}")
+    parts: dict[str, list[np.ndarray]] = {}
+    with open_dataset(path) as demos:
+        keys = demos.check_obs_keys(obs_keys)
+        names = demos.demo_names[:demo_limit] if demo_limit else demos.demo_names
+        for name in names:
+            ep = demos.episode(name, keys)
+            if ep["dones"] is None or (reward != "sparse" and ep["rewards"] is None):
+                missing = "dones" if ep["dones"] is None else "rewards"
+                raise DatasetError(
+                    f"{path}: data/{name} has no '{missing}': it is needed for offline RL data"
+                )
+            actions = np.asarray(ep["actions"], dtype=np.float32)  # (T, A)
+            dones = np.asarray(ep["dones"]).astype(bool)  # (T,)
+            t_len = len(actions)
+            # Truncate at the first true termination: nothing after it was executed by the chunk wrapper.
+            if dones.any():
+                t_len = int(np.flatnonzero(dones)[0]) + 1
+            start = np.arange(t_len)  # (N,) every chunk start
+            steps = np.minimum(start[:, None] + np.arange(n_action_steps)[None], t_len - 1)  # (N, Ta)
+            end = np.minimum(start + n_action_steps, t_len)  # index of s' in the T+1 state sequence
+            chunk_done = (start + n_action_steps >= t_len) & bool(dones.any())  # holds the terminal step
+            if reward == "sparse":
+                r = np.where(chunk_done, 0.0, -1.0)
+            else:
+                rewards = np.asarray(ep["rewards"], dtype=np.float64)[:t_len]
+                valid = (start[:, None] + np.arange(n_action_steps)[None]) < t_len  # (N, Ta)
+                r = (rewards[steps] * valid).sum(axis=1)
+                if reward == "shaped":
+                    r = shaped_chunk_reward(r, valid.sum(axis=1), n_action_steps, reward_scale)
+            if discount is not None:
+                parts.setdefault("mc_return", []).append(
+                    _mc_returns(r, n_action_steps, discount, terminated=bool(dones.any()))
+                )
+            for k in keys:
+                obs = np.asarray(ep["obs"][k], dtype=np.float32)[:t_len]
+                last = obs[-1:] if ep["next_obs"] is None else ep["next_obs"][k][t_len - 1 : t_len]
+                frames = np.concatenate([obs, np.asarray(last, dtype=np.float32)])  # (T+1, ...) states
+                parts.setdefault(f"obs/{k}", []).append(_history(frames, start, n_obs_steps))
+                parts.setdefault(f"next_obs/{k}", []).append(_history(frames, end, n_obs_steps))
+            parts.setdefault("action", []).append(actions[steps].reshape(len(start), -1))
+            parts.setdefault("reward", []).append(r.astype(np.float32))
+            parts.setdefault("done", []).append(chunk_done.astype(np.float32))
+    if not parts:
+        raise DatasetError(f"{path}: no demonstrations to turn into offline transitions")
+    return {k: torch.from_numpy(np.concatenate(v)) for k, v in parts.items()}

@@ -1,0 +1,527 @@
+"""DSRL: steer a frozen diffusion/flow policy by RL over its initial noise (Wagenmaker et al.).
+
+The base policy is a black box ``sample(obs, noise) -> (B, Tp, Da)`` (DDIM with eta=0 or the flow ODE),
+so a latent ``w`` deterministically decodes to an action chunk. Two variants, as in ``ajwagen/dsrl``:
+
+- ``sac``: plain SAC whose action is the latent, ``w = M·tanh(u)``; critic Q(s, w) with a Polyak target.
+- ``na`` (noise-aliased): Q^A(s, a) is learned on *executed* action chunks (so offline demonstrations can
+  fill the buffer) and distilled into Q^W(s, w) ≈ Q^A(s, π(s, w)) with w ~ N(0, I); the actor trains only
+  against Q^W. The latent is bounded by tanh to ±``latent_bound`` (the reference uses the env bound, 1).
+
+The base is never handed to an optimizer, never registered as a sub-module (so it is not in this module's
+state dict), and always decoded under ``torch.no_grad()``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from policies.acting import ChunkPolicy
+from policies.rl import CriticEnsemble, ReplayBuffer, TanhGaussianActor, Temperature, polyak_update
+from policies.steering.loop import Flags, Obs, OnlineLearner, OnlineRunConfig, Sampler, load_run, run_online
+
+VARIANTS = ("na", "sac")
+LATENTS = ("full", "shared")
+
+
+class NoiseDecoder(Protocol):
+    """What DSRL needs of a base policy: a deterministic noise → chunk map."""
+
+    noise_shape: tuple[int, ...]
+
+    def sample(self, obs: dict[str, torch.Tensor], noise: torch.Tensor | None = None) -> torch.Tensor: ...
+
+
+@dataclass
+class DSRLConfig:
+    """Every DSRL hyperparameter, each default written once here and labelled: "reference" is
+    ``ajwagen/dsrl``'s own value (cfg/robomimic + the SB3 fork's dsrl.py; checked by
+    tests/configs/test_reference_labels.py), "ours" differs, with the reason. configs/algo/dsrl.yaml overrides
+    only what this CPU needs, each override with its reason; ``robosteer-steer --cfg job`` prints them all."""
+
+    variant: str = "na"  # reference: na (noise-aliased, preferred by the authors) | sac
+    gamma: float = 0.99  # reference: discount per chunk transition
+    tau: float = 0.005  # reference: Polyak rate of the target critic
+    actor_lr: float = 3e-4  # reference
+    critic_lr: float = 3e-4  # reference
+    temperature_lr: float = 3e-4  # reference (learned toward target_entropy); 0: α stays at init_temperature
+    batch_size: int = 256  # reference
+    hidden: list[int] = field(
+        default_factory=lambda: [256, 256, 256]
+    )  # ours (CPU): reference 3×2048 on a GPU
+    activation: str = "tanh"  # reference (Tanh + LayerNorm in actor and critics)
+    num_critics: int = 2  # reference
+    backup: str = "min"  # reference: min | mean over target heads (the actor loss combines heads alike)
+    latent_bound: float = 1.0  # reference: NA uses the env bound (action_magnitude unused); SAC: ~1.5
+    init_temperature: float = 1.0  # reference (SB3 "auto")
+    target_entropy: float = 0.0  # reference target_ent
+    noise_critic_steps: int = 10  # reference: NA's Q^W distillation steps per update call
+    # NA: latents drawn per state in a distillation batch. 1 (reference): Q^W(s, w) ≈ Q^A(s, π(s, w)). K > 1
+    # (ours): K latents share each state and Q^W learns the within-state advantage Q^A − mean_K Q^A, which is
+    # all the actor's gradient uses; the across-state spread of Q^A (10× larger) no longer drowns it.
+    noise_critic_samples: int = 1  # reference
+    # NA: > 0 keeps a bank of that many observed states, each with K = noise_critic_samples latents decoded
+    # once when the state is observed (the base is frozen and deterministic, so a decoded chunk never goes
+    # stale): K − 1 drawn from N(0, I) and the latent the actor actually played there. Distillation reads the
+    # bank instead of decoding B chunks per step (the decode is 85% of a step on a CPU, so many more Q^W steps
+    # fit the same wall time), and the played latents teach Q^W the actor's own region: the tanh-bounded
+    # actor lives at half the norm of N(0, I)'s typical set, where Q^W fit on N(0, I) alone over-rates it
+    # (push-v3: predicted advantage 4.8 vs 0.8 under Q^A). Ours; 0 is the reference.
+    noise_bank: int = 0  # reference: fresh latents on replay batches
+    backup_entropy: bool = True  # reference (SB3 SAC): subtract α·log π(w'|s') in the TD target
+    # full: one latent per (Tp, Da) noise entry (ajwagen/dsrl) | shared: one Da-vector repeated over the Tp rows
+    # (nakamotoo/dsrl_pi0's choice: a far smaller space for the critics to cover; check the base's success
+    # with repeated noise first, some bases degrade with it)
+    latent: str = "full"  # reference (ajwagen/dsrl)
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"DSRL variant {self.variant!r} is not known: expected one of {VARIANTS}")
+        if self.backup not in ("min", "mean"):
+            raise ValueError(f"DSRL backup {self.backup!r} is not known: expected 'min' or 'mean'")
+        if self.noise_critic_samples < 1 or self.batch_size % self.noise_critic_samples:
+            raise ValueError(
+                f"DSRL noise_critic_samples={self.noise_critic_samples} must be >= 1 and divide "
+                f"batch_size={self.batch_size} (e.g. 8 for batch 128)"
+            )
+        Temperature.check_lr("DSRL", self.temperature_lr)
+        if self.noise_bank < 0:
+            raise ValueError(f"DSRL noise_bank={self.noise_bank} must be >= 0 (0: decode fresh latents)")
+        if self.latent not in LATENTS:
+            raise ValueError(f"DSRL latent={self.latent!r} is not known: expected one of {LATENTS}")
+
+
+class DSRL(OnlineLearner):
+    """Latent-noise actor and critics over a frozen base policy.
+
+    ``obs_dim``: size of the flattened observation features the actor and critics see (the concatenated
+    low-dim observation history). ``exec_slice``: which rows of the decoded (Tp, Da) chunk are executed.
+    """
+
+    def __init__(
+        self,
+        base: NoiseDecoder,
+        obs_dim: int,
+        exec_slice: slice,
+        config: DSRLConfig | None = None,
+        obs_keys: tuple[str, ...] = ("state",),
+        device: str | torch.device = "cpu",
+    ) -> None:
+        super().__init__()
+        self.config = cfg = config or DSRLConfig()
+        object.__setattr__(self, "base", base)  # not a sub-module: stays out of state_dict and optimizers
+        if isinstance(base, nn.Module):
+            base.requires_grad_(False)
+            base.eval()
+        self.obs_keys = tuple(obs_keys)
+        self.obs_dim = int(obs_dim)
+        self.exec_slice = exec_slice
+        self.noise_shape = tuple(base.noise_shape)  # (Tp, Da): what the base's sampler takes
+        self.latent_shape = (1, self.noise_shape[1]) if cfg.latent == "shared" else self.noise_shape
+        self.latent_dim = math.prod(self.latent_shape)
+        self.exec_dim = len(range(*exec_slice.indices(self.noise_shape[0]))) * self.noise_shape[1]
+        kw = {"hidden": cfg.hidden, "num_critics": cfg.num_critics, "layer_norm": True, "act": cfg.activation}
+        self.actor = TanhGaussianActor(
+            obs_dim,
+            self.latent_dim,
+            hidden=cfg.hidden,
+            scale=cfg.latent_bound,
+            act=cfg.activation,
+            layer_norm=True,
+            zero_init=True,
+            scale_in_log_prob=False,  # SB3 scores the [-1, 1] action and rescales outside the policy
+        )
+        self.temperature = Temperature(cfg.init_temperature, cfg.target_entropy)
+        if cfg.variant == "na":
+            self.critic = CriticEnsemble(obs_dim, self.exec_dim, **kw)  # Q^A(s, a_executed)
+            self.noise_critic = CriticEnsemble(obs_dim, self.latent_dim, **kw)  # Q^W(s, w), no target
+            self.noise_critic_opt = torch.optim.Adam(self.noise_critic.parameters(), lr=cfg.critic_lr)
+        else:
+            self.critic = CriticEnsemble(obs_dim, self.latent_dim, **kw)  # Q(s, w)
+        self.critic_target = self.critic.make_target()
+        self.bank: ReplayBuffer | None = None
+        # The offline states' bank (``bank_offline``): distillation draws ``offline_share`` of its states there,
+        # the share of the actor's batches that comes from the demonstrations, so Q^W is fitted wherever the
+        # actor's gradient comes from.
+        self.offline_bank: ReplayBuffer | None = None
+        self.offline_share = 0.0
+        self._played: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, chunk) of the last action
+        if cfg.variant == "na" and cfg.noise_bank > 0:
+            self.bank = ReplayBuffer(cfg.noise_bank, self._bank_spec(), device)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
+        self.temperature_opt = torch.optim.Adam(self.temperature.parameters(), lr=cfg.temperature_lr)
+        # The training device: networks (in place, so the optimizers keep their parameters) and the shared base.
+        self.device = torch.device(device)
+        self.to(self.device)
+        if isinstance(base, nn.Module):
+            base.to(self.device)
+
+    def _bank_spec(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        k = self.config.noise_critic_samples
+        return {
+            "features": ((self.obs_dim,), torch.float32),
+            "latent": ((k, self.latent_dim), torch.float32),
+            "executed": ((k, self.exec_dim), torch.float32),
+        }
+
+    # ----------------------------------------------------------------------------------------- acting
+    def features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Flattened low-dim observation history: {key: (B, To, D)} → (B, To·ΣD)."""
+        return torch.cat([obs[k].flatten(1).float() for k in self.obs_keys], dim=-1)
+
+    def to_noise(self, latent: torch.Tensor) -> torch.Tensor:
+        """Latent (B, latent_dim) → the base's initial noise (B, Tp, Da) (rows repeated if ``shared``)."""
+        w = latent.reshape(latent.shape[0], *self.latent_shape)
+        return w.expand(latent.shape[0], *self.noise_shape).contiguous()
+
+    @torch.no_grad()
+    def decode(self, obs: dict[str, torch.Tensor], latent: torch.Tensor) -> torch.Tensor:
+        """Executed chunk (B, Ta, Da) of the frozen base for latent (B, latent_dim); no autograd graph."""
+        noise = self.to_noise(latent)  # (B, Tp, Da)
+        chunk = torch.as_tensor(self.base.sample(obs, noise=noise))  # (B, Tp, Da)
+        return chunk[:, self.exec_slice]
+
+    @torch.no_grad()
+    def act(
+        self,
+        obs: dict[str, torch.Tensor],
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(latent (B, Tp·Da), executed chunk (B, Ta, Da)) for the current observation history."""
+        latent, _ = self.actor(self.features(obs), deterministic=deterministic, generator=generator)
+        return latent, self.decode(obs, latent)
+
+    def random_latent(self, batch: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Warm-up latents: N(0, I), unclipped for NA; clipped to the bound for SAC (as the reference)."""
+        w = torch.randn(batch, self.latent_dim, generator=generator, device=self.device)
+        return (
+            w if self.config.variant == "na" else w.clamp(-self.config.latent_bound, self.config.latent_bound)
+        )
+
+    # ---------------------------------------------------------------------------------------- learning
+    def update(self, batch: dict[str, Any], generator: torch.Generator | None = None) -> dict[str, float]:
+        """One critic + actor + temperature step on a replay batch.
+
+        ``batch``: ``obs``/``next_obs`` dicts of (B, To, D), ``reward`` (B,), ``done`` (B,) (1 only on true
+        termination), and ``action`` (B, Ta·Da) executed chunks for NA or ``latent`` (B, Tp·Da) for SAC.
+        """
+        cfg = self.config
+        s, s2 = self.features(batch["obs"]), self.features(batch["next_obs"])
+        reward, done = batch["reward"].float(), batch["done"].float()
+        alpha = self.temperature.alpha
+
+        with torch.no_grad():
+            w2, logp2 = self.actor(s2, generator=generator)
+            if cfg.variant == "na":
+                a2 = self.decode(batch["next_obs"], w2).flatten(1)  # a' = π_dp(s', w')
+                q2 = self.critic_target(s2, a2)
+            else:
+                q2 = self.critic_target(s2, w2)
+            q2 = self.critic_target.reduce(q2, cfg.backup)
+            if cfg.backup_entropy:
+                q2 = q2 - alpha * logp2
+            target = reward + (1.0 - done) * cfg.gamma * q2  # (B,)
+
+        taken = batch["action"].flatten(1) if cfg.variant == "na" else batch["latent"].flatten(1)
+        q = self.critic(s, taken)  # (E, B)
+        critic_loss = 0.5 * ((q - target.unsqueeze(0)) ** 2).mean(dim=1).sum()
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_opt.step()
+
+        actor_loss, logp = self.actor_loss(s, alpha, generator)
+        self.actor_opt.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_opt.step()
+        self.critic_opt.zero_grad(set_to_none=True)  # the actor step leaves grads on the critics: drop them
+        if cfg.variant == "na":
+            self.noise_critic_opt.zero_grad(set_to_none=True)
+
+        temp_loss = self.temperature.loss(logp)
+        self.temperature_opt.zero_grad(set_to_none=True)
+        temp_loss.backward()
+        self.temperature_opt.step()
+        polyak_update(self.critic_target, self.critic, cfg.tau)
+        with torch.no_grad():  # the evaluated (deterministic) latent: saturation shows as |w| → bound
+            mode, _ = self.actor(s, deterministic=True)
+        return {
+            "latent_abs": mode.abs().mean().item(),
+            "critic_loss": critic_loss.item(),
+            "actor_loss": actor_loss.item(),
+            "q": q.mean().item(),
+            "alpha": alpha.item(),
+            "entropy": -logp.detach().mean().item(),
+            "target_q": target.mean().item(),
+        }
+
+    def actor_loss(
+        self, s: torch.Tensor, alpha: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(α·log π(w̃|s) − Q(s, w̃)).mean() — against Q^W for NA, never Q^A; also returns log π.
+
+        The heads are combined as the backup combines them (``backup``: min or mean), as the reference's
+        actor loss reads ``critic_backup_combine_type`` too."""
+        w, logp = self.actor(s, generator=generator)
+        actor_critic = self.noise_critic if self.config.variant == "na" else self.critic
+        q_pi = actor_critic.reduce(actor_critic(s, w), self.config.backup)
+        return (alpha * logp - q_pi).mean(), logp
+
+    def update_noise_critic(
+        self, obs: dict[str, torch.Tensor] | None = None, generator: torch.Generator | None = None
+    ) -> dict[str, float]:
+        """NA distillation: Q^W_i(s, w) ← Q^A_i(s, π_dp(s, w)), w ~ N(0, I) unclipped, online Q^A.
+
+        With ``noise_critic_samples`` K > 1 the batch is B/K states × K latents each and both sides are
+        centred per state: Q^W learns the advantage of a latent over the base's average at that state.
+        With ``noise_bank`` the states, latents and decoded chunks come from the bank (``obs`` unused).
+        """
+        cfg = self.config
+        k = cfg.noise_critic_samples
+        if self.bank is not None:
+            if len(self.bank) == 0:
+                return {}
+            n = cfg.batch_size // k  # states
+            off_bank = self.offline_bank
+            n_off = round(n * self.offline_share) if off_bank is not None else 0
+            rows = self.bank.sample(n - n_off, generator)
+            if off_bank is not None and n_off:  # the actor's offline share of states, from the offline bank
+                off = off_bank.sample(n_off, generator)
+                rows = {name: torch.cat([off[name], rows[name]]) for name in rows}
+            s = rows["features"].repeat_interleave(k, dim=0)  # (B, obs_dim)
+            w = rows["latent"].flatten(0, 1)  # (B, latent_dim)
+            executed = rows["executed"].flatten(0, 1)  # (B, Ta·Da)
+        else:
+            if obs is None:
+                raise ValueError("update_noise_critic needs obs when there is no noise bank")
+            if k > 1:  # (B/K states) × K latents; every K-th row keeps the batch's offline share (the offline
+                # rows come first in a mixed batch, so its first B/K rows could all be demonstrations)
+                obs = {key: v[::k].repeat_interleave(k, dim=0) for key, v in obs.items()}
+            s = self.features(obs)
+            w = torch.randn(s.shape[0], self.latent_dim, generator=generator, device=self.device)
+            executed = self.decode(obs, w).flatten(1)
+        with torch.no_grad():
+            target = self.critic(s, executed)  # (E, B)
+        pred = self.noise_critic(s, w)  # (E, B)
+        if k > 1:
+            pred, target = _centred(pred, k), _centred(target, k)
+        loss = 0.5 * F.mse_loss(pred, target, reduction="none").mean(dim=1).sum()
+        self.noise_critic_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.noise_critic_opt.step()
+        return {"noise_critic_loss": loss.item()}
+
+    @torch.no_grad()
+    def bank_states(
+        self,
+        obs: dict[str, torch.Tensor],
+        played: tuple[torch.Tensor, torch.Tensor] | None = None,
+        bank: ReplayBuffer | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        """Keep K decoded latents per state of ``obs`` in the noise bank: K − 1 from N(0, I) and the played
+        ``(latent (N, latent_dim), executed chunk (N, Ta, Da))``, or K from N(0, I) when none is given.
+
+        ``bank``: where to keep them (default: the online bank). ``generator``: draws the latents (default:
+        the global, checkpointed RNG)."""
+        bank = bank if bank is not None else self.bank
+        if bank is None:
+            return
+        n = next(iter(obs.values())).shape[0]
+        k = self.config.noise_critic_samples - (played is not None)  # Gaussian draws per state
+        rep = {key: v.repeat_interleave(k, dim=0) for key, v in obs.items()}
+        w = torch.randn(n * k, self.latent_dim, generator=generator, device=self.device)
+        latent = w.reshape(n, k, self.latent_dim)  # (N, k, latent_dim); k = 0 when K = 1 and one was played
+        executed = self.decode(rep, w).reshape(n, k, -1) if k else w.new_zeros(n, 0, self.exec_dim)
+        if played is not None:
+            latent = torch.cat([latent, played[0].reshape(n, 1, -1)], dim=1)
+            executed = torch.cat([executed, played[1].reshape(n, 1, -1)], dim=1)
+        bank.add(features=self.features(obs), latent=latent, executed=executed)
+
+    @torch.no_grad()
+    def bank_offline(
+        self, obs: dict[str, torch.Tensor], share: float, seed: int = 0, chunk: int = 256
+    ) -> None:
+        """NA with a noise bank: bank the offline (demonstration) states ``obs`` {key: (N, To, D)}, K latents
+        from N(0, I) each, into a bank of their own that distillation draws ``share`` of its states from.
+
+        Without it Q^W would only be fitted at online states while ``share`` of the actor's batch (its
+        ``offline_ratio``) sits at offline ones. The reference fits Q^W on replay batches, which hold the
+        offline data when it is loaded. Seeded by ``seed``, so the bank is the same on every (re)start.
+        """
+        if self.bank is None or share <= 0:
+            return
+        n = next(iter(obs.values())).shape[0]
+        self.offline_bank = ReplayBuffer(n, self._bank_spec(), self.device)
+        self.offline_share = float(share)
+        gen = torch.Generator(device=self.device).manual_seed(seed)
+        for i in range(0, n, chunk):
+            part = {key: v[i : i + chunk].to(self.device) for key, v in obs.items()}
+            self.bank_states(part, bank=self.offline_bank, generator=gen)
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """Every optimizer, by name (checkpointed for an exact resume of the learner)."""
+        opts = {"actor": self.actor_opt, "critic": self.critic_opt, "temperature": self.temperature_opt}
+        if self.config.variant == "na":
+            opts["noise_critic"] = self.noise_critic_opt
+        return opts
+
+    # ------------------------------------------------------- the shared loop's learner protocol
+    kind = "dsrl"
+
+    @property
+    def label(self) -> str:
+        return f"dsrl-{self.config.variant}"
+
+    @property
+    def taken_dim(self) -> int:
+        """NA stores executed chunks (its critic is over actions), SAC the latents."""
+        return self.exec_dim if self.config.variant == "na" else self.latent_dim
+
+    def warmup_action(
+        self, obs: dict[str, torch.Tensor], generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        latent = self.random_latent(obs[self.obs_keys[0]].shape[0], generator)
+        chunk = self.decode(obs, latent)
+        self._played = (latent, chunk)
+        return self._taken(latent, chunk), chunk
+
+    def explore(
+        self, obs: dict[str, torch.Tensor], generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        latent, chunk = self.act(obs, generator=generator)
+        self._played = (latent, chunk)
+        return self._taken(latent, chunk), chunk
+
+    def _taken(self, latent: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        return chunk.flatten(1) if self.config.variant == "na" else latent
+
+    def learn(
+        self, n_updates: int, n_transitions: int, sample: Sampler, generator: torch.Generator
+    ) -> dict[str, float]:
+        """``n_updates`` critic + actor steps, then (NA) the Q^W distillation steps of this env step."""
+        stats: dict[str, float] = {}
+        key = "action" if self.config.variant == "na" else "latent"
+        for _ in range(n_updates):
+            batch = sample(self.config.batch_size)
+            batch[key] = batch.pop("taken")
+            stats.update(self.update(batch, generator=generator))
+        if self.config.variant == "na":
+            for _ in range(self.config.noise_critic_steps):
+                obs = None if self.bank is not None else sample(self.config.batch_size)["obs"]
+                stats.update(self.update_noise_critic(obs, generator))
+        return stats
+
+    def observe(self, obs: Obs, chunk: torch.Tensor, steps: Flags, done: Flags, success: Flags) -> None:
+        """NA with a noise bank: bank the state with the latent just played there and K − 1 Gaussian ones."""
+        played, self._played = self._played, None
+        self.bank_states(obs, played)
+
+    def eval_policy(self) -> SteeredPolicy:
+        return SteeredPolicy(self.base, self)
+
+    def extra_state(self) -> dict[str, Any]:
+        return {} if self.bank is None else {"noise_bank": self.bank.state_dict()}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        if self.bank is not None:
+            self.bank.load_state_dict(state["noise_bank"])
+
+    def get_config(self) -> dict[str, Any]:
+        return {
+            "dsrl": asdict(self.config),
+            "obs_dim": self.obs_dim,
+            "latent_shape": list(self.latent_shape),
+            "exec_slice": [self.exec_slice.start, self.exec_slice.stop],
+            "obs_keys": list(self.obs_keys),
+        }
+
+
+def _centred(q: torch.Tensor, k: int) -> torch.Tensor:
+    """(E, B) values of B/K states × K latents each, minus each state's mean over its K latents."""
+    grouped = q.reshape(q.shape[0], -1, k)  # (E, B/K, K)
+    return (grouped - grouped.mean(dim=-1, keepdim=True)).reshape(q.shape)
+
+
+# ================================================================================================ running
+class DSRLRunConfig(OnlineRunConfig):
+    """The shared online loop's knobs (``policies.steering.loop``), with DSRL's defaults."""
+
+
+class LatentPlanner:
+    """DSRL's chunk planner: the frozen base decoded at the latent its actor picks for the obs window."""
+
+    def __init__(self, base: Any, agent: DSRL, deterministic: bool = True) -> None:
+        self.base, self.agent, self.deterministic = base, agent, deterministic
+
+    def plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
+        latent, _ = self.agent.actor(self.agent.features(obs), deterministic=self.deterministic)
+        return self.base.sample(obs, noise=self.agent.to_noise(latent))  # (n, Tp, Da)
+
+    def reset_rows(self, rows: torch.Tensor | None) -> None:
+        """Stateless: every chunk depends on the current obs window only."""
+
+    def eval(self) -> LatentPlanner:
+        self.agent.eval()
+        return self
+
+
+class SteeredPolicy(ChunkPolicy):
+    """Base + DSRL actor acting step by step: :class:`LatentPlanner` under the shared action queue."""
+
+    def __init__(self, base: Any, agent: DSRL, deterministic: bool = True) -> None:
+        super().__init__(LatentPlanner(base, agent, deterministic), base)
+        self.agent = agent
+
+
+def load_steered_policy(path: str, deterministic: bool = True, which: str = "latest") -> SteeredPolicy:
+    """Rebuild base + steering actor from a DSRL run directory (or one of its checkpoints).
+
+    ``which``: ``latest`` (the actor at the end of training) or ``best`` (the one that scored best in the
+    periodic evaluations; falls back to ``latest`` when the run never evaluated).
+
+    The base is reloaded from the path recorded at training time and checked against the recorded hash of
+    its weights, so a retrained or edited base is refused instead of silently steered with a stale actor.
+    """
+    ck, base = load_run(path, which, "dsrl", ("obs_dim", "exec_slice", "obs_keys", "dsrl"))
+    cfg = ck.config
+    agent = DSRL(
+        base,
+        int(cfg["obs_dim"]),
+        slice(*cfg["exec_slice"]),
+        DSRLConfig(**{**cfg["dsrl"], "noise_bank": 0}),  # acting needs no distillation bank
+        tuple(cfg["obs_keys"]),
+    )
+    agent.load_state_dict(ck.modules["agent"])
+    policy = SteeredPolicy(base, agent.eval(), deterministic=deterministic)
+    policy.task = cfg.get("task") or getattr(base, "task", None)
+    return policy
+
+
+def run_dsrl(
+    agent: DSRL, env: Any, cfg: OnlineRunConfig, out_dir: str, offline: dict | None = None, **kwargs: Any
+) -> dict[str, Any]:
+    """Train ``agent`` with the shared chunk-MDP loop (:func:`policies.steering.loop.run_online`; its keywords:
+    ``eval_fn``, ``resume``, ``checkpoint_config``).
+
+    ``offline``: demonstration chunk transitions (NA only; field ``taken`` = executed chunks) mixed into
+    every batch at ``offline_ratio``. Returns the loop's metrics plus ``variant``.
+    """
+    if offline is not None and agent.config.variant != "na":
+        raise ValueError(
+            "offline demonstrations need variant=na: DSRL-SAC's critic is over latents, not actions"
+        )
+    if offline is not None:  # Q^W is fitted at the offline states too (the actor trains there)
+        agent.bank_offline(
+            {k: offline[f"obs/{k}"] for k in agent.obs_keys}, cfg.offline_ratio, seed=cfg.seed + 2
+        )
+    metrics = run_online(agent, env, cfg, out_dir, offline=offline, **kwargs)
+    # the zero-initialised deterministic actor plays latent 0: initial_success_rate is the base's mode
+    return {"variant": agent.config.variant, **metrics}

@@ -1,0 +1,462 @@
+"""The chunk-MDP online loop shared by every steering learner (DSRL, EXPO): collect, learn, evaluate, save.
+
+A learner plugs in through :class:`OnlineLearner`: it chooses each executed chunk (warm-up or exploration),
+consumes replay batches in ``learn``, and hands out a policy for evaluation. The loop owns the env, the
+transition replay (optionally mixed with offline demonstrations at a fixed share), TensorBoard, periodic
+evaluation with a ``best`` checkpoint, and ``checkpoints/latest`` with everything an exact resume needs
+(learner weights, optimizers, replay, counters, history, RNG states).
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from policies.run_log import LogSettings
+
+log = logging.getLogger(__name__)
+
+DEVICES = ("cpu", "cuda", "auto")
+
+
+def resolve_device(name: str | torch.device) -> torch.device:
+    """The training device for ``device=cpu | cuda[:N] | auto`` (auto: cuda when available).
+
+    Fails early with the value and the valid choices, instead of deep inside the first tensor op.
+    """
+    text = str(name)
+    kind = text.split(":", 1)[0]
+    if kind not in DEVICES or (kind != "cuda" and ":" in text):
+        raise ValueError(f"device={text!r} is not known: expected one of {DEVICES} (or cuda:N)")
+    if kind == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"device={text!r} needs CUDA, which this torch build / machine does not have: "
+            f"expected one of {DEVICES} (device=auto picks cuda only when available)"
+        )
+    return torch.device(text)
+
+
+@dataclass
+class OnlineRunConfig:
+    """The online loop's knobs (per-chunk MDP; all counts in env steps unless named otherwise)."""
+
+    env_steps: int = 100_000  # budget of executed env steps (chunks × steps executed)
+    warmup_chunks: int = 200  # transitions collected with the learner's warm-up action before learning
+    utd: float = 1.0  # gradient steps per collected transition (EXPO: critic steps per transition)
+    reward: str = "sparse"  # sparse: −1 per chunk, 0 on the chunk that succeeds | dense: summed env reward
+    # | shaped: the dense reward as a cost in [-1, 0] per chunk (policies.rl.offline.shaped_chunk_reward)
+    reward_scale: float = 10.0  # shaped: the env's largest per-step reward (Meta-World v3: 10)
+    buffer_size: int = 500_000  # chunk transitions
+    offline_ratio: float = 0.0  # share of every batch drawn from the offline demonstrations
+    eval_every: int = 10_000
+    eval_episodes: int = 50
+    checkpoint_every: int = 10_000
+    keep_every: int = 0  # > 0: keep checkpoints/history/<env step> at the first save past each multiple
+    log_every: int = 1_000
+    seed: int = 0
+    max_minutes: float | None = None
+    progress: bool = True
+    logger: str = "tensorboard"  # tensorboard | wandb (W&B beside TensorBoard: scalars, eval videos, config)
+    wandb_project: str = "robosteer"
+    wandb_mode: str = "online"  # online | offline (no network; `wandb sync` uploads later) | disabled
+    device: str = "cpu"  # cpu | cuda | auto: learner, replay buffers and the loop's generator live there
+
+    def __post_init__(self) -> None:
+        resolve_device(self.device)  # a clear error at configuration time
+        LogSettings(self.logger, self.wandb_project, self.wandb_mode)
+        from policies.rl.offline import REWARDS
+
+        if self.reward not in REWARDS:
+            raise ValueError(f"reward={self.reward!r} is not known: expected one of {REWARDS}")
+        if self.reward_scale <= 0:
+            raise ValueError(
+                f"reward_scale={self.reward_scale} is not valid: expected the env's largest step reward (> 0)"
+            )
+        if not 0.0 <= self.offline_ratio <= 1.0:
+            raise ValueError(f"offline_ratio={self.offline_ratio} is not valid: expected a share in [0, 1]")
+
+
+Sampler = Callable[[int], dict[str, torch.Tensor]]
+Obs = dict[str, torch.Tensor]  # {key: (B, To, ...)}
+Flags = np.ndarray  # (B,) per env row
+
+
+class OnlineLearner(nn.Module, ABC):
+    """A steering learner under :func:`run_online`: what every one implements is abstract; the hooks only some
+    need (watching transitions, extra replay fields, extra resume state) default to nothing."""
+
+    kind: str  # checkpoint ``kind`` ("dsrl", "expo")
+    obs_keys: tuple[str, ...]
+    taken_dim: int  # size of the flattened ``taken`` field stored per transition
+
+    @property
+    @abstractmethod
+    def label(self) -> str:
+        """Progress-bar / plot label."""
+
+    @abstractmethod
+    def warmup_action(
+        self, obs: dict[str, torch.Tensor], generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(taken (B, taken_dim), executed chunk (B, E, Da)) before learning starts."""
+
+    @abstractmethod
+    def explore(
+        self, obs: dict[str, torch.Tensor], generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(taken (B, taken_dim), executed chunk (B, E, Da)) while learning."""
+
+    @abstractmethod
+    def learn(
+        self, n_updates: int, n_transitions: int, sample: Sampler, generator: torch.Generator
+    ) -> dict[str, float]:
+        """Gradient steps after ``n_transitions`` new transitions; ``n_updates`` = utd · transitions owed."""
+
+    @abstractmethod
+    def eval_policy(self) -> Any:
+        """A policy with ``act``/``reset`` for the evaluation harness."""
+
+    @abstractmethod
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """Every optimizer by name (checkpointed for an exact resume)."""
+
+    @abstractmethod
+    def get_config(self) -> dict[str, Any]:
+        """What rebuilds the learner (the checkpoint's config)."""
+
+    def observe(self, obs: Obs, chunk: torch.Tensor, steps: Flags, done: Flags, success: Flags) -> None:
+        """Every collected transition (executed steps per row, episode ends, ends in success)."""
+
+    def transition_fields(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        """Further replay fields stored with every transition, {name: (shape, dtype)}."""
+        return {}
+
+    def transition_extras(
+        self, next_obs: dict[str, torch.Tensor], generator: torch.Generator
+    ) -> dict[str, torch.Tensor]:
+        """Those fields' values for transitions ending in ``next_obs`` (B, To, ...), computed at storage."""
+        return {}
+
+    def extra_state(self) -> dict[str, Any]:
+        """Further state dicts an exact resume needs (e.g. a BC replay), by checkpoint module name."""
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`extra_state` saved."""
+
+
+def final_obs(
+    info: dict[str, Any], next_obs: dict[str, Any], done: Any, keys: tuple[str, ...]
+) -> dict[str, Any]:
+    """Next observations with the finished envs' rows replaced by their episodes' last observations."""
+    out = {k: np.array(next_obs[k], copy=True) for k in keys}
+    final = info.get("final_obs")
+    for i in np.flatnonzero(done):
+        row = final[i] if not isinstance(final, dict) else {k: final[k][i] for k in keys}
+        for k in keys:
+            out[k][i] = row[k]
+    return out
+
+
+def transition_spec(
+    obs_space: Any,
+    keys: tuple[str, ...],
+    taken_dim: int,
+    extra: dict[str, tuple[tuple[int, ...], torch.dtype]] | None = None,
+) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """Replay fields of one chunk transition: ``obs/<k>``, ``next_obs/<k>``, ``taken``, ``reward``, ``done``,
+    then the learner's ``extra`` fields (:meth:`OnlineLearner.transition_fields`)."""
+    spec: dict[str, tuple[tuple[int, ...], torch.dtype]] = {}
+    for k in keys:
+        spec[f"obs/{k}"] = (tuple(obs_space[k].shape), torch.float32)
+        spec[f"next_obs/{k}"] = (tuple(obs_space[k].shape), torch.float32)
+    spec["taken"] = ((taken_dim,), torch.float32)
+    spec["reward"] = ((), torch.float32)
+    spec["done"] = ((), torch.float32)
+    for name, field in (extra or {}).items():
+        if name in spec or "/" in name:
+            raise ValueError(f"learner transition field {name!r} clashes with the replay's own fields")
+        spec[name] = field
+    return spec
+
+
+def as_batch(batch: dict[str, torch.Tensor], keys: tuple[str, ...]) -> dict[str, Any]:
+    """Flat replay fields → ``{"obs": {k: ...}, "next_obs": {k: ...}, "taken", "reward", "done", <extra>}``."""
+    out: dict[str, Any] = {"obs": {}, "next_obs": {}}
+    for name, value in batch.items():
+        head, _, key = name.partition("/")
+        if key and head in out:
+            if key in keys:
+                out[head][key] = value
+        else:
+            out[name] = value
+    return out
+
+
+def with_extras(
+    learner: OnlineLearner,
+    transitions: dict[str, torch.Tensor],
+    keys: tuple[str, ...],
+    generator: torch.Generator,
+    chunk: int = 256,
+) -> dict[str, torch.Tensor]:
+    """``transitions`` (flat replay fields) plus the learner's extra fields, computed ``chunk`` rows at a time."""
+    if not learner.transition_fields():
+        return transitions
+    n = len(transitions["reward"])
+    parts = [
+        learner.transition_extras({k: transitions[f"next_obs/{k}"][i : i + chunk] for k in keys}, generator)
+        for i in range(0, n, chunk)
+    ]
+    return {**transitions, **{name: torch.cat([p[name] for p in parts]) for name in parts[0]}}
+
+
+def run_online(
+    learner: OnlineLearner,
+    env: Any,
+    cfg: OnlineRunConfig,
+    out_dir: str,
+    eval_fn: Any = None,
+    offline: dict[str, torch.Tensor] | None = None,
+    resume: bool = False,
+    checkpoint_config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Collect chunk transitions from ``env`` and train ``learner``; returns the final metrics.
+
+    ``env``: the batched env protocol with ``action_chunk`` set and observation histories (B, To, ...).
+    Bootstrapping is cut only on true termination (success); a time-out keeps bootstrapping from its
+    last observation. ``eval_fn(policy) -> {"success_rate", ...}`` evaluates ``learner.eval_policy()``.
+    ``offline``: transitions with the replay's fields, mixed into every batch at ``offline_ratio``.
+    """
+    from policies.engine import Best, RunEngine, losses
+    from policies.rl import ReplayBuffer, sample_mixed
+    from policies.rl.offline import shaped_chunk_reward
+    from policies.rng import get_rng_state, set_rng_state
+
+    device = resolve_device(cfg.device)  # the learner was built there (DSRL/EXPO ``device=``)
+    built = getattr(learner, "device", device)
+    if torch.device(built).type != device.type:
+        raise ValueError(
+            f"the learner lives on {built} but the run's device={cfg.device!r}: build it with device={device.type!r}"
+        )
+    what, total, desc = f"steering ({learner.kind})", cfg.env_steps, learner.label
+    run = RunEngine(out_dir, what=what, total=total, resume=resume, unit="env step", desc=desc, settings=cfg)
+    keys = learner.obs_keys
+    extra_fields = learner.transition_fields()  # asked once: fixed for the run
+    spec = transition_spec(env.single_observation_space, keys, learner.taken_dim, extra_fields)
+    buffer = ReplayBuffer(cfg.buffer_size, spec, device)
+    # The loop's generator lives on the training device, so sampling there needs no host round trip.
+    gen = torch.Generator(device=device).manual_seed(cfg.seed)
+    offline_buf = None
+    if offline is not None:  # extras from the learner as built (before a resume loads its weights)
+        offline = with_extras(
+            learner, offline, keys, torch.Generator(device=device).manual_seed(cfg.seed + 1)
+        )
+        offline_buf = ReplayBuffer(len(offline["reward"]), spec, device)
+        offline_buf.add(**offline)
+    counters = {"env_steps": 0, "transitions": 0, "updates": 0, "episodes": 0, "pending_updates": 0.0}
+    history: list[dict[str, float]] = []
+    config = {"kind": learner.kind, **learner.get_config(), **(checkpoint_config or {})}
+    ck = run.restore()
+    if ck is not None:
+        learner.load_state_dict(ck.modules["agent"])
+        for name, opt in learner.optimizers().items():
+            opt.load_state_dict(ck.modules[f"opt_{name}"])
+        buffer.load_state_dict(ck.modules["buffer"])
+        learner.load_extra_state({n: ck.modules[n] for n in learner.extra_state()})
+        counters.update(ck.extra["counters"])
+        history = list(ck.extra["history"])
+        run.best = Best.from_state(ck.extra.get("best"))
+        set_rng_state(ck.extra["rng"])
+        run.mark_saved(int(counters["env_steps"]))
+        saved = torch.as_tensor(ck.extra["generator"], dtype=torch.uint8)
+        if saved.numel() == gen.get_state().numel():
+            gen.set_state(saved)
+        else:  # written on another device kind (CPU Mersenne Twister vs CUDA Philox): not an exact resume
+            import warnings
+
+            warnings.warn(
+                f"resume on device={device.type}: the checkpoint's generator state is from another device kind; "
+                "reseeding it (the run continues, but not bit-for-bit)",
+                stacklevel=2,
+            )
+            gen.manual_seed(cfg.seed + 7919 * int(counters["transitions"]))
+
+    def save() -> None:
+        modules: dict[str, Any] = {"agent": learner.state_dict(), "buffer": buffer.state_dict()}
+        modules.update({f"opt_{n}": o.state_dict() for n, o in learner.optimizers().items()})
+        modules.update(learner.extra_state())
+        extra = {
+            "counters": dict(counters),
+            "history": history,
+            "best": run.best.state(),
+            "rng": get_rng_state(),
+            "generator": gen.get_state(),
+        }
+        run.save_latest(modules, config, extra, int(counters["env_steps"]), learner.named_parameters())
+
+    def evaluate() -> None:
+        step = int(counters["env_steps"])
+        m = run.evaluate(
+            lambda: eval_fn(learner.eval_policy()),
+            step,
+            seed=cfg.seed,
+            best=lambda m: ({"agent": learner.state_dict()}, {**config, "score": run.best.state()}),
+        )
+        history.append({"env_steps": float(step), "success_rate": float(m["success_rate"])})
+
+    def sample(batch_size: int) -> dict[str, Any]:
+        return as_batch(sample_mixed(offline_buf, buffer, batch_size, cfg.offline_ratio, gen), keys)
+
+    # Resumed runs restart their episodes from a fresh seed: env simulator state is not checkpointed.
+    obs = env.reset(seed=cfg.seed + 7919 * counters["transitions"])
+    num_envs = env.num_envs
+    ep_return = np.zeros(num_envs)
+    recent: list[tuple[bool, float]] = []
+    next_log = counters["env_steps"] + cfg.log_every
+    info_acc: dict[str, float] = {}
+    run.start(int(counters["env_steps"]))  # a resumed run drops its stale events; Ctrl-C becomes a flag
+    with run:
+        if not history and eval_fn is not None:
+            evaluate()  # the untrained learner on top of the base: the "step 0" point of the curve
+        while counters["env_steps"] < cfg.env_steps and not run.should_stop():
+            before = int(counters["env_steps"])
+            obs_t = {
+                k: torch.as_tensor(obs[k], dtype=torch.float32, device=device) for k in keys
+            }  # once a step
+            if counters["transitions"] < cfg.warmup_chunks:
+                taken, chunk = learner.warmup_action(obs_t, gen)
+            else:
+                taken, chunk = learner.explore(obs_t, gen)
+            next_obs, reward, terminated, truncated, info = env.step(chunk.cpu().numpy())
+            steps = np.asarray(info["steps_executed"])
+            success = np.asarray(info["success"], dtype=bool)
+            if cfg.reward == "sparse":
+                r = np.where(success, 0.0, -1.0)
+            elif cfg.reward == "shaped":
+                r = shaped_chunk_reward(np.asarray(reward), steps, chunk.shape[1], cfg.reward_scale)
+            else:
+                r = np.asarray(reward, dtype=np.float64)
+            terminated = np.asarray(terminated, dtype=bool)  # (B,) episode ended in success
+            done_any = terminated | np.asarray(truncated)
+            real_next = final_obs(info, next_obs, done_any, keys)
+            next_t = {k: torch.as_tensor(real_next[k], dtype=torch.float32, device=device) for k in keys}
+            buffer.add(
+                **{f"obs/{k}": obs_t[k] for k in keys},
+                **{f"next_obs/{k}": next_t[k] for k in keys},
+                taken=taken,
+                reward=torch.as_tensor(r, dtype=torch.float32, device=device),
+                done=torch.as_tensor(terminated, dtype=torch.float32, device=device),
+                **(learner.transition_extras(next_t, gen) if extra_fields else {}),
+            )
+            learner.observe(obs_t, chunk, steps, done_any, terminated)
+            counters["env_steps"] += int(steps.sum())
+            counters["transitions"] += num_envs
+            ep_return += r
+            for i in np.flatnonzero(done_any):
+                recent.append((bool(terminated[i]), float(ep_return[i])))
+                counters["episodes"] += 1
+                ep_return[i] = 0.0
+            obs = next_obs
+
+            if counters["transitions"] >= cfg.warmup_chunks:
+                counters["pending_updates"] += cfg.utd * num_envs
+                n_updates = int(counters["pending_updates"])
+                counters["pending_updates"] -= n_updates
+                info_acc.update(learner.learn(n_updates, num_envs, sample, gen))
+                # a NaN/inf loss stops the run here, before any save: checkpoints/latest stays the last good one
+                run.check(losses(info_acc), counters["env_steps"])
+                counters["updates"] += n_updates
+
+            postfix: dict[str, str] = {}
+            if counters["env_steps"] >= next_log:
+                next_log += cfg.log_every
+                elapsed = max(run.seconds(), 1e-9)
+                run.scalar("perf/env_steps_per_s", counters["env_steps"] / elapsed, counters["env_steps"])
+                run.scalar("perf/updates_per_s", counters["updates"] / elapsed, counters["env_steps"])
+                for k, v in info_acc.items():
+                    run.scalar(f"train/{k}", v, counters["env_steps"])
+                if recent:
+                    rate = float(np.mean([s for s, _ in recent[-50:]]))
+                    run.scalar("train/success_rate", rate, counters["env_steps"])
+                    run.scalar(
+                        "train/return", float(np.mean([x for _, x in recent[-50:]])), counters["env_steps"]
+                    )
+                    postfix = {"success": f"{rate:.0%}", "q": f"{info_acc.get('q', 0):.2f}"}
+            run.progress(int(steps.sum()), **postfix)
+            if eval_fn is not None and run.due(counters["env_steps"], cfg.eval_every, before):
+                evaluate()
+            if run.due(counters["env_steps"], cfg.checkpoint_every, before):
+                save()
+        if run.interrupted:  # Ctrl-C, as a flag: keep what was learned, skip the final evaluation
+            log.warning(
+                "interrupted at env step %d: saving checkpoints/latest (resume=true continues)",
+                counters["env_steps"],
+            )
+            save()
+            raise KeyboardInterrupt
+        if eval_fn is not None and (not history or history[-1]["env_steps"] != counters["env_steps"]):
+            evaluate()
+        save()
+    return {
+        "env_steps": counters["env_steps"],
+        "updates": counters["updates"],
+        "train_episodes": counters["episodes"],
+        "eval_episodes": cfg.eval_episodes,
+        "wall_time_s": run.seconds(),
+        "history": history,
+        "success_rate": history[-1]["success_rate"] if history else None,
+        "best_success_rate": run.best.success_rate if history else None,
+        "best_env_steps": run.best.step if history else None,
+        "initial_success_rate": history[0]["success_rate"] if history else None,
+    }
+
+
+def load_run(path: str, which: str, kind: str, keys: tuple[str, ...]) -> tuple[Any, Any]:
+    """(checkpoint with module ``agent``, its base policy) of a steering run directory or checkpoint.
+
+    ``which``: ``latest`` or ``best`` (falls back to ``latest`` when the run never evaluated). The base is
+    reloaded from the path recorded at training time and checked against the recorded hash of its weights,
+    so a retrained or edited base is refused instead of silently combined with a stale learner. A DSRL run
+    from scratch (``base=scratch``) gets its identity noise → chunk map back.
+    """
+    from policies.checkpoint import CheckpointError, load_checkpoint, load_policy, state_dict_hash
+    from policies.steering.scratch import SCRATCH, make_scratch_base
+
+    p = Path(path)
+    if which not in ("best", "latest"):
+        raise CheckpointError(f"which={which!r} is not valid for a steering run: expected 'best' or 'latest'")
+    ckpt_dir = p
+    if (p / "checkpoints").is_dir():
+        ckpt_dir = p / "checkpoints" / (which if (p / "checkpoints" / which).exists() else "latest")
+    ck = load_checkpoint(ckpt_dir, names=["agent"])
+    cfg, where = ck.config, ck.path / "config.json"
+    if cfg.get("kind") != kind:
+        raise CheckpointError(f"{where}: key 'kind' is {cfg.get('kind')!r}, expected {kind!r}")
+    for key in ("base", "base_which", *keys):
+        if key not in cfg:
+            raise CheckpointError(f"{where}: key {key!r} is missing (written by an older robosteer?)")
+    if cfg["base"] == SCRATCH:  # plain SAC from scratch: the identity noise -> chunk map
+        return ck, make_scratch_base(*cfg["scratch_shape"])
+    if not Path(cfg["base"]).exists():
+        raise CheckpointError(
+            f"{where}: key 'base' points to {cfg['base']}, which no longer exists: "
+            f"{kind.upper()} steers that exact base policy, restore it there"
+        )
+    base = load_policy(cfg["base"], which=cfg["base_which"])
+    if "base_hash" in cfg and state_dict_hash(base) != cfg["base_hash"]:
+        raise CheckpointError(
+            f"{where}: the base at {cfg['base']} (which={cfg['base_which']}) is not the one this actor was "
+            "trained on (weight hash differs)"
+        )
+    return ck, base

@@ -1,0 +1,213 @@
+"""A remote policy with the policy contract's surface: ``sample(obs, noise=None)``, ``reset()``, ``act(obs)``.
+
+Why: steering code (DSRL, V-GPS) and the deploy runtime treat a policy as a black box with that surface;
+this client makes a policy served by :mod:`real.server` (on another machine, a GPU host) look exactly
+like a local one. ``sample`` returns torch tensors when given torch tensors and numpy otherwise; ``act``
+keeps the To-step observation history and Ta-step action queue on the client side, as
+``GenerativePolicy.act`` does, so a remote policy costs one round trip per Ta steps.
+
+Every failure surfaces as :class:`PolicyConnectionError` (server gone, handshake refused) or
+:class:`PolicyTimeout` (no reply within ``timeout_s``), never as a hang: the runtime turns both into a
+hold-then-stop of the arm.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from real.protocol import (
+    MAX_MESSAGE_BYTES,
+    PROTOCOL_VERSION,
+    ProtocolError,
+    RemoteError,
+    decode,
+    encode,
+    raise_if_error,
+)
+
+
+class PolicyConnectionError(ConnectionError):
+    """The policy server cannot be reached, refused the handshake, or closed the connection."""
+
+
+class PolicyTimeout(TimeoutError):
+    """The policy server did not answer within the request deadline."""
+
+
+class PolicyClient:
+    """Connects to ``ws://HOST:PORT`` and performs the version handshake (optionally with a token).
+
+    Attributes after connecting: ``metadata`` (the server's policy description), ``shape_meta``,
+    ``noise_shape`` (Tp, Da), ``n_obs_steps``, ``n_action_steps``, ``horizon``, ``task``, and
+    ``last_timing`` (the server's timing of the latest reply plus the measured ``round_trip_ms``).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        timeout_s: float = 10.0,
+        connect_timeout_s: float = 10.0,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        version: int = PROTOCOL_VERSION,
+    ) -> None:
+        if not url.startswith(("ws://", "wss://")):
+            raise ValueError(
+                f"policy url {url!r} is not valid: expected ws://HOST:PORT, e.g. ws://127.0.0.1:8000"
+            )
+        self.url = url
+        self.timeout_s = float(timeout_s)
+        self.max_message_bytes = int(max_message_bytes)
+        self._ids = itertools.count()
+        self.last_timing: dict[str, float] = {}
+        self._ws: Any = None
+        self._clear_act_state()
+        from websockets.sync.client import connect
+
+        try:
+            self._ws = connect(
+                url, open_timeout=connect_timeout_s, close_timeout=1.0, max_size=self.max_message_bytes
+            )
+        except Exception as e:
+            raise PolicyConnectionError(
+                f"cannot connect to policy server {url}: {type(e).__name__}: {e}"
+            ) from e
+        # a config may hand over a number (token=1234): the server compares strings
+        hello = {"type": "hello", "version": int(version), "token": None if token is None else str(token)}
+        reply = self._roundtrip(hello, expect="hello_ok")
+        self.metadata: dict[str, Any] = dict(reply["policy"])
+        self.shape_meta: dict[str, Any] = self.metadata["shape_meta"]
+        self.noise_shape: tuple[int, int] = tuple(int(d) for d in self.metadata["noise_shape"])  # type: ignore[assignment]
+        self.n_obs_steps = int(self.metadata["n_obs_steps"])
+        self.n_action_steps = int(self.metadata["n_action_steps"])
+        self.horizon = int(self.metadata["horizon"])
+        self.action_dim = int(self.metadata["action_dim"])
+        self.task = self.metadata.get("task")
+        self.supports_prefix = bool(self.metadata.get("supports_prefix", False))  # absent: an older server
+
+    # ------------------------------------------------------------------ transport
+    def _roundtrip(self, msg: dict[str, Any], expect: str) -> dict[str, Any]:
+        import time
+
+        from websockets.exceptions import ConnectionClosed
+
+        if self._ws is None:
+            raise PolicyConnectionError(f"policy client for {self.url} is closed")
+        msg_id = next(self._ids)
+        msg["id"] = msg_id
+        t0 = time.perf_counter()
+        try:
+            self._ws.send(encode(msg))
+            while True:
+                reply = decode(self._ws.recv(timeout=self.timeout_s), self.max_message_bytes)
+                if reply.get("id") in (msg_id, None):
+                    break  # an older reply (after a timeout) is skipped
+        except TimeoutError as e:
+            raise PolicyTimeout(
+                f"policy server {self.url} did not answer {msg['type']!r} within {self.timeout_s} s"
+            ) from e
+        except ConnectionClosed as e:
+            self._ws = None
+            raise PolicyConnectionError(f"policy server {self.url} closed the connection: {e}") from e
+        except OSError as e:
+            self._ws = None
+            raise PolicyConnectionError(f"policy server {self.url} connection failed: {e}") from e
+        try:
+            raise_if_error(reply)
+        except RemoteError as e:
+            if e.code in ("version_mismatch", "unauthorized"):
+                self.close()
+                raise PolicyConnectionError(f"policy server {self.url} refused the handshake: {e}") from e
+            raise
+        if reply["type"] != expect:
+            raise ProtocolError(
+                "bad_message", f"expected a {expect!r} reply from {self.url}, got {reply['type']!r}"
+            )
+        self.last_timing = dict(reply.get("timing") or {})
+        self.last_timing["round_trip_ms"] = 1e3 * (time.perf_counter() - t0)
+        return reply
+
+    def ping(self) -> float:
+        """Round trip of an empty request, in milliseconds."""
+        self._roundtrip({"type": "ping"}, expect="pong")
+        return self.last_timing["round_trip_ms"]
+
+    # ------------------------------------------------------------------ the policy contract
+    def sample(self, obs: Mapping[str, Any], noise: Any = None, prefix: Any = None) -> Any:
+        """Action chunk (B, Tp, Da) for an obs window {key: (B, To, ...)}; torch in -> torch out.
+        ``prefix`` (B, P, Da): the chunk's known first actions, for servers announcing ``supports_prefix``."""
+        torch_in = any(hasattr(v, "detach") for v in obs.values()) or hasattr(noise, "detach")
+        msg: dict[str, Any] = {"type": "sample", "obs": {k: _numpy(v) for k, v in obs.items()}}
+        if noise is not None:
+            msg["noise"] = _numpy(noise).astype(np.float32, copy=False)
+        if prefix is not None:
+            if not self.supports_prefix:
+                raise ValueError(
+                    f"the policy served at {self.url} does not take a prefix (supports_prefix false)"
+                )
+            msg["prefix"] = _numpy(prefix).astype(np.float32, copy=False)
+        actions = np.asarray(self._roundtrip(msg, expect="sample_result")["actions"], dtype=np.float32)
+        if torch_in:
+            import torch
+
+            return torch.from_numpy(actions)
+        return actions
+
+    def reset(self, env_ids: Any = None) -> None:
+        """Clear the client's act() state and the server's per-episode state."""
+        self._clear_act_state()
+        self._roundtrip({"type": "reset"}, expect="reset_ok")
+
+    def _clear_act_state(self) -> None:
+        self._hist: dict[str, np.ndarray] | None = None  # {key: (B, To, ...)}
+        self._queue: np.ndarray | None = None  # (B, Ta, Da)
+        self._qpos = 0
+
+    def act(self, obs: Mapping[str, Any]) -> np.ndarray:
+        """Next action (B, Da) for a single-step obs {key: (B, ...)}: one round trip every Ta calls."""
+        cur = {k: _numpy(v) for k, v in obs.items()}
+        to = self.n_obs_steps
+        if (
+            self._hist is None
+            or next(iter(cur.values())).shape[0] != next(iter(self._hist.values())).shape[0]
+        ):
+            self._hist = {k: np.repeat(v[:, None], to, axis=1) for k, v in cur.items()}
+            self._queue = None
+        else:
+            self._hist = {
+                k: np.concatenate([self._hist[k][:, 1:], v[:, None]], axis=1) for k, v in cur.items()
+            }
+        if self._queue is None or self._qpos >= self.n_action_steps:
+            plan = self.sample(self._hist)  # (B, Tp, Da)
+            self._queue = plan[:, to - 1 : to - 1 + self.n_action_steps]
+            self._qpos = 0
+        action = self._queue[:, self._qpos]
+        self._qpos += 1
+        return action
+
+    def eval(self) -> PolicyClient:
+        """No-op (the served policy is already in inference mode); lets callers treat it like a module."""
+        return self
+
+    def close(self) -> None:
+        if self._ws is not None:
+            try:
+                self._ws.close()
+            finally:
+                self._ws = None
+
+    def __enter__(self) -> PolicyClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _numpy(x: Any) -> np.ndarray:
+    if hasattr(x, "detach"):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)

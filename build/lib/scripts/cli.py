@@ -1,0 +1,171 @@
+"""The command line's front door: each robosteer-* command checks its overrides before Hydra runs it.
+
+A mistake on the command line (an unknown key or option, a value of the wrong type, a count below one, a
+missing required key) is reported in one line: what is wrong, where, and the nearest valid choice; the
+command exits 2. Runtime faults keep exit 1 (DESIGN.md). ``ROBOSTEER_DEBUG=1`` skips these checks and
+keeps every traceback. Hydra's own flags (``--cfg job``, ``--help``, ``-m``) pass straight through.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from scripts.common import CONFIG_DIR, debug
+from scripts.schemas import EVAL_SOURCES
+
+# Counts that must be at least one (a run that does nothing is a mistake, not a result).
+POSITIVE = {
+    "episodes",
+    "steps",
+    "env_steps",
+    "num_envs",
+    "batch_size",
+    "eval_episodes",
+    "eval_envs",
+    "samples",
+}
+# Keys the user writes under another name (deploy's ``policy=`` arrives as ``policy_source=``).
+USER_KEYS = {"policy_source": "policy"}
+# The config group ``algo`` holds steering and value learners, each command takes only its own kind;
+# robosteer-eval's ``policy`` options are evaluation sources, not the architectures of configs/policy/.
+GROUP_OPTIONS = {
+    ("eval", "policy"): tuple(EVAL_SOURCES),
+    ("steer", "algo"): ("dsrl", "expo"),
+    ("value", "algo"): ("calql", "iql"),
+}
+_ABSENT = object()
+
+
+class CliError(ValueError):
+    """One line for the user: what, where, nearest valid choice."""
+
+
+def check_overrides(command: str, config_name: str, args: list[str]) -> None:
+    """Register the structured configs, then compose ``config_name`` with ``args`` as the command will; on a
+    mistake print one line and exit 2."""
+    from scripts import schemas
+
+    schemas.register(eval_sources=config_name == "eval")
+    if debug() or any(a.startswith("-") for a in args):
+        return
+    try:
+        problems(config_name, args)
+    except CliError as err:
+        print(f"{command}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _nearest(word: str, choices: list[str]) -> str:
+    near = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
+    return f"; nearest valid choice: {near[0]!r}" if near else ""
+
+
+def _groups(config_name: str) -> set[str]:
+    """The config groups ``config_name``'s defaults list chooses from (``policy``, ``algo``, ``robot``, ...)."""
+    import yaml
+
+    text = (Path(CONFIG_DIR) / f"{config_name}.yaml").read_text()
+    entries = yaml.safe_load(text).get("defaults") or []
+    names = {str(k).lstrip("/").partition("@")[0] for e in entries if isinstance(e, dict) for k in e}
+    return names & {p.name for p in Path(CONFIG_DIR).iterdir() if p.is_dir()}
+
+
+def _options(group: str) -> list[str]:
+    return sorted(p.stem for p in (Path(CONFIG_DIR) / group).glob("*.yaml"))
+
+
+def _compose(config_name: str, overrides: list[str]) -> DictConfig:
+    from hydra import compose, initialize_config_dir
+
+    from scripts import schemas
+
+    schemas.register(eval_sources=config_name == "eval")
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        return compose(config_name=config_name, overrides=overrides)
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+def problems(config_name: str, args: list[str]) -> None:
+    """Raise :class:`CliError` for the first mistake in ``args`` (``key=value`` overrides of ``config_name``)."""
+    groups, group_args, plain = _groups(config_name), [], []
+    for arg in args:
+        key, eq, value = arg.partition("=")
+        if not eq:
+            raise CliError(f"{arg!r} is not an override: expected key=value, e.g. episodes=10")
+        (group_args if key in groups else plain).append((arg, key, value))
+    for _, key, value in group_args:  # a config group choice: policy=flow, algo=expo, robot=ur, ...
+        options = list(GROUP_OPTIONS.get((config_name, key), _options(key)))
+        if value not in options:
+            raise CliError(f"{key}={value} is not known: expected one of {options}{_nearest(value, options)}")
+    try:
+        base = _compose(config_name, [a for a, _, _ in group_args])
+    except Exception as err:
+        raise CliError(_first_line(err)) from err
+    for _, key, _raw in plain:
+        if key.startswith(("hydra.", "+", "~")):
+            continue
+        _check_key(base, key)
+    try:
+        cfg = _compose(config_name, args)
+    except Exception as err:  # a typed (structured) key refused the value: name the key and the type
+        import yaml
+
+        for _, key, raw in plain:
+            if not key.startswith(("hydra.", "+", "~")):
+                default = OmegaConf.select(base, key, throw_on_missing=False)
+                _check_value(key, raw, default, yaml.safe_load(raw) if raw else None)
+        raise CliError(_first_line(err)) from err
+    for _, key, raw in plain:
+        if key.startswith(("hydra.", "+", "~")):
+            continue
+        _check_value(
+            key, raw, OmegaConf.select(base, key, throw_on_missing=False), OmegaConf.select(cfg, key)
+        )
+    missing = [k for k in OmegaConf.missing_keys(cfg) if not k.startswith("safety.")]
+    if missing:
+        k = USER_KEYS.get(missing[0], missing[0])
+        raise CliError(f"missing required key: {k}=<...> (robosteer's {config_name} config has no default)")
+
+
+def _check_key(base: DictConfig, key: str) -> None:
+    """An unknown key names its nearest sibling."""
+    parent_key, _, leaf = key.rpartition(".")
+    parent = base if not parent_key else OmegaConf.select(base, parent_key, default=_ABSENT)
+    if parent is _ABSENT or not OmegaConf.is_dict(parent):
+        top = parent_key.split(".")[0] if parent_key else key
+        raise CliError(f"unknown key {key!r}{_nearest(top, [str(k) for k in base])}")
+    if leaf not in parent.keys():  # noqa: SIM118 -- `in` skips keys whose value is ??? (missing)
+        siblings = [
+            USER_KEYS.get(k, k)
+            for k in (f"{parent_key}.{k}" if parent_key else str(k) for k in parent.keys())  # noqa: SIM118
+        ]
+        user = USER_KEYS.get(key, key)
+        raise CliError(f"unknown key {user!r}{_nearest(user, siblings)}")
+
+
+def _check_value(key: str, raw: str, default: Any, value: Any) -> None:
+    """The override's type is the default's; counts are at least one."""
+    if value is None:  # null: the setting's "off" / "automatic" (grad_clip_norm=null, max_minutes=null)
+        ok, want = True, ""
+    elif isinstance(default, bool):
+        ok, want = isinstance(value, bool), "true or false"
+    elif isinstance(default, int):
+        ok, want = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(default, float):
+        ok, want = isinstance(value, int | float) and not isinstance(value, bool), "a number"
+    else:
+        ok, want = True, ""
+    if not ok:
+        raise CliError(f"{USER_KEYS.get(key, key)}={raw}: expected {want} (default {default})")
+    count = isinstance(value, int) and not isinstance(value, bool)
+    if key.rpartition(".")[2] in POSITIVE and count and value < 1:
+        raise CliError(f"{key}={value}: expected an integer >= 1")

@@ -1,0 +1,136 @@
+"""robosteer-dataset: inspect, validate and render robomimic-layout demonstration files.
+
+    robosteer-dataset info|validate|video path=FILE [out=DIR] [episode=N] [key=image/corner2]
+
+The first word is the command (``cmd=`` in configs/dataset.yaml); everything else is a Hydra override.
+These commands only read the dataset: they write no run directory (``video`` writes only its mp4 files).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from policies.data import DatasetError, DemoFile, open_dataset
+from scripts.cli import check_overrides
+from scripts.common import CONFIG_DIR
+
+COMMANDS = ("info", "validate", "video")
+
+
+def _table(rows: list[tuple[str, Any]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def info_text(demos: DemoFile) -> str:
+    """The ``info`` table: sizes, obs keys with shapes/dtypes, action dim, success rate, splits, env_args."""
+    s = demos.summary()
+    rate = "n/a (no 'success' attr)" if s["success_rate"] is None else f"{s['success_rate']:.1%}"
+    rows: list[tuple[str, Any]] = [
+        ("file", demos.path),
+        ("episodes", s["episodes"]),
+        ("steps", s["steps"]),
+        ("episode length", f"mean {s['mean_length']:.1f}, min {s['min_length']}, max {s['max_length']}"),
+        ("success rate", rate),
+        ("action dim", s["action_dim"]),
+        ("splits", ", ".join(f"{k}: {v}" for k, v in sorted(s["splits"].items())) or "none (no mask/ group)"),
+    ]
+    for key, (shape, dtype) in demos.obs_shapes.items():
+        rows.append((f"obs/{key}", f"(T, {', '.join(map(str, shape))}) {dtype}"))
+    rows.append(("env_args", json.dumps(s["env_args"], sort_keys=True)))
+    return _table(rows)
+
+
+def render_videos(demos: DemoFile, episode: int | str, out: Path, key: str | None, fps: int) -> list[Path]:
+    """Write episode ``episode``'s image obs as mp4 files (one per image key); returns their paths."""
+    import imageio.v2 as imageio
+
+    image_keys = [k for k, (shape, dtype) in demos.obs_shapes.items() if dtype == "uint8" and len(shape) == 3]
+    if key is not None:
+        demos.check_obs_keys([key])
+        if key not in image_keys:
+            raise DatasetError(
+                f"{demos.path}: obs key {key!r} is not an image (uint8 (T, H, W, C)); image keys: {image_keys}"
+            )
+        image_keys = [key]
+    if not image_keys:
+        raise DatasetError(
+            f"{demos.path}: the dataset has no image obs keys (obs keys: {demos.obs_keys}); nothing to render. "
+            f"Collect with obs=image or obs=state+image to record camera frames."
+        )
+    ep = demos.episode(episode, image_keys, check=False)  # frames only: render even a damaged file
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for k in image_keys:
+        frames = ep["obs"][k]  # (T, H, W, C) uint8
+        path = out / f"{ep['name']}_{k.replace('/', '_')}.mp4"
+        imageio.mimwrite(path, list(frames), fps=fps, macro_block_size=2)
+        paths.append(path)
+    return paths
+
+
+def run(cfg: DictConfig) -> int:
+    """Run one command from a composed config; returns the exit status (errors are printed, not raised)."""
+    cmd = str(cfg.cmd)
+    if cmd not in COMMANDS:
+        print(
+            f"robosteer-dataset: unknown command {cmd!r}; expected one of {', '.join(COMMANDS)}",
+            file=sys.stderr,
+        )
+        return 2
+    if OmegaConf.is_missing(cfg, "path"):
+        print(
+            f"robosteer-dataset {cmd}: give the dataset file, e.g. path=runs/demos/demos.hdf5",
+            file=sys.stderr,
+        )
+        return 2
+    path = Path(str(cfg.path)).expanduser()
+    try:
+        with open_dataset(path) as demos:
+            if cmd == "info":
+                print(info_text(demos))
+            elif cmd == "validate":
+                if cfg.get("deep", True):
+                    demos.deep_check()
+                print(f"valid: {path} ({demos.num_episodes} episodes, {demos.total_steps} steps)")
+            else:
+                out = Path(str(cfg.out)) if cfg.get("out") else path.parent / "videos"
+                episode = cfg.episode if isinstance(cfg.episode, int) else str(cfg.episode)
+                for p in render_videos(demos, episode, out, cfg.get("key"), int(cfg.fps)):
+                    print(f"wrote {p}")
+    except DatasetError as err:
+        label = "INVALID" if cmd == "validate" else "error"
+        print(f"robosteer-dataset {cmd}: {label}: {err}", file=sys.stderr)
+        return 2  # a bad or missing file is the user's to fix (DESIGN.md: exit 2)
+    return 0
+
+
+@hydra.main(config_path=CONFIG_DIR, config_name="dataset", version_base=None)
+def _main(cfg: DictConfig) -> None:
+    code = run(cfg)
+    if code:
+        raise SystemExit(code)
+
+
+def peel_command(argv: list[str]) -> list[str]:
+    """``robosteer-dataset info path=X`` -> ``robosteer-dataset cmd=info path=X`` (Hydra takes key=value only)."""
+    if len(argv) > 1 and argv[1] in COMMANDS:
+        return [argv[0], f"cmd={argv[1]}", *argv[2:]]
+    return argv
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.argv = peel_command(sys.argv)
+    check_overrides("robosteer-dataset", "dataset", sys.argv[1:])  # one-line errors, exit 2
+    _main()
+
+
+if __name__ == "__main__":
+    main()

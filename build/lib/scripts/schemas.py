@@ -1,0 +1,117 @@
+"""Config dataclasses as Hydra structured configs (group ``schema``): one source of defaults, and every key a
+plain override.
+
+A config file names its schema in its defaults list (``- /schema@dsrl: dsrl``) and overrides only what it
+means to change, with the reason; every field can be set from the command line (``dsrl.tau=0.01``), and a
+misspelt or mistyped one is refused by name. ``robosteer-steer --cfg job`` prints the values in force.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def register(eval_sources: bool = False) -> None:
+    """Store every schema in Hydra's ConfigStore (idempotent; call before composing a config that uses one);
+    ``eval_sources``: also robosteer-eval's ``policy`` options (only its process sees them)."""
+    from hydra.core.config_store import ConfigStore
+
+    from policies.steering.dsrl import DSRLConfig
+    from policies.steering.expo import EXPOConfig
+    from policies.steering.loop import OnlineRunConfig
+    from policies.value.calql import CalQLConfig
+    from policies.value.iql import IQLConfig
+
+    store = ConfigStore.instance()
+    schemas = {
+        "dsrl": DSRLConfig,
+        "expo": EXPOConfig,
+        "online_run": OnlineRunConfig,
+        "calql": CalQLConfig,
+        "iql": IQLConfig,
+    }
+    for name, node in schemas.items():
+        store.store(group="schema", name=name, node=node)
+    store.store(group="schema", name="safety", node=safety_overrides())
+    store.store(group="schema", name="train", node=train_schema())
+    if eval_sources:  # robosteer-eval's policy=<source>: what is evaluated, not an architecture
+        for name in EVAL_SOURCES:
+            store.store(group="policy", name=name, node={"name": name})
+
+
+# robosteer-eval policy=...: a robosteer-train checkpoint, Meta-World's scripted expert, or a dataset's
+# actions replayed from its episode seeds (configs/policy/ holds only model architectures).
+EVAL_SOURCES = ("checkpoint", "expert", "replay")
+
+
+# robosteer-train's nested groups of TrainConfig's flat fields: {group: {key: TrainConfig field}}
+TRAIN_GROUPS = {
+    "optim": {"lr": "lr", "betas": "betas", "eps": "eps", "weight_decay": "weight_decay"},
+    "ema": {
+        k: "ema" if k == "enable" else f"ema_{k}"
+        for k in ("enable", "power", "max_decay", "min_decay", "update_after_step", "inv_gamma")
+    },
+}
+TRAIN_HIDDEN = ("eval_at_end", "find_unused_parameters")  # Python-API only
+
+
+def train_schema() -> type:
+    """robosteer-train's loop keys, built from ``TrainConfig`` so each default is written once: its fields as
+    they are, the optimizer's under ``optim.``, the EMA's under ``ema.`` (``ema.enable`` is ``ema``)."""
+    import dataclasses
+    import typing
+
+    from policies.train import TrainConfig
+
+    hints = typing.get_type_hints(TrainConfig)
+    defaults = TrainConfig()
+
+    def spec(key: str, name: str) -> tuple[str, Any, Any]:
+        typ, value = hints[name], getattr(defaults, name)
+        if isinstance(value, tuple):  # OmegaConf holds lists
+            return key, list[float], dataclasses.field(default_factory=lambda v=value: list(v))
+        return key, typ, dataclasses.field(default=value)
+
+    grouped = {name for group in TRAIN_GROUPS.values() for name in group.values()}
+    top = [
+        spec(f.name, f.name)
+        for f in dataclasses.fields(TrainConfig)
+        if f.name not in grouped | set(TRAIN_HIDDEN)
+    ]
+    for group, keys in TRAIN_GROUPS.items():
+        node = dataclasses.make_dataclass(f"Train{group.title()}", [spec(k, n) for k, n in keys.items()])
+        top.append((group, node, dataclasses.field(default_factory=node)))
+    return dataclasses.make_dataclass("TrainSchema", top)
+
+
+def train_config(cfg: Any, **overrides: Any) -> Any:
+    """The ``TrainConfig`` of a composed robosteer-train config (the inverse of :func:`train_schema`)."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from policies.train import TrainConfig
+
+    c = OmegaConf.to_container(cfg, resolve=True)
+    flat = {
+        f.name: c[f.name]
+        for f in dataclasses.fields(TrainConfig)
+        if f.name in c and f.name not in TRAIN_GROUPS
+    }
+    for group, keys in TRAIN_GROUPS.items():
+        flat.update({name: c[group][k] for k, name in keys.items()})
+    return TrainConfig.from_dict({**flat, **overrides})
+
+
+def safety_overrides() -> dict[str, str]:
+    """robosteer-deploy's ``safety`` node: every ``SafetyConfig`` key, unset (``???``) until given.
+
+    The filter's settings are layered (SafetyConfig's defaults < the driver's ``safety_defaults()`` < the
+    robot config's ``safety`` < the command line), so the command-line layer holds only what is given; listing
+    every key makes ``safety.max_velocity=0.2`` a plain override and a misspelt key an error by name.
+    """
+    import dataclasses
+
+    from real.safety import SafetyConfig
+
+    return {f.name: "???" for f in dataclasses.fields(SafetyConfig)}

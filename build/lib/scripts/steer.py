@@ -1,0 +1,392 @@
+"""robosteer-steer: steer a base policy with DSRL (``algo=dsrl``) or EXPO / RLPD (``algo=expo``) on a task.
+
+Writes the run directory: config.yaml, TensorBoard curves (tb/), checkpoints/latest (actor, critics,
+optimizers, replay buffer, RNG), plots/learning_curve.png and metrics.json with the before/after success.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from scripts.cli import check_overrides
+from scripts.common import (
+    CONFIG_DIR,
+    UsageError,
+    atomic_write_text,
+    exit_codes,
+    format_table,
+    start_run,
+    write_metrics,
+)
+
+log = logging.getLogger("robosteer.steer")
+
+
+@dataclass
+class Steering:
+    """What every algorithm's builder gets: the config, the frozen base and the facts derived from it."""
+
+    cfg: DictConfig
+    base: Any
+    task: str
+    keys: tuple[str, ...]  # the low-dim obs keys the learner reads
+    to: int  # the base's To
+    ta: int  # the base's Ta
+    exec_steps: int  # env steps per MDP action
+    obs_dim: int  # To · Σ key sizes
+    device: Any
+    offline_path: str | None  # the demonstrations ``offline=`` resolved to (:func:`offline_path`)
+
+    def offline(self) -> dict[str, Any] | None:
+        """The demonstrations as chunk-MDP transitions of ``exec_steps`` (their action named ``taken``)."""
+        if self.offline_path is None:
+            return None
+        from policies.rl import chunk_transitions
+
+        run = self.cfg.run
+        data = chunk_transitions(
+            self.offline_path,
+            self.keys,
+            self.to,
+            self.exec_steps,
+            reward=str(run.reward),
+            reward_scale=float(run.reward_scale),
+        )
+        data["taken"] = data.pop("action")
+        return data
+
+
+def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., dict[str, Any]]]:
+    """DSRL-NA / DSRL-SAC over the base's latent noise (offline demos: NA's critic only)."""
+    from policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
+
+    cfg = s.cfg
+    if s.offline_path is not None and cfg.variant != "na":
+        raise ValueError(
+            f"offline={cfg.offline} needs variant=na: DSRL-SAC's critic is over latents, not actions"
+        )
+    offline = s.offline()
+    agent = DSRL(
+        s.base,
+        s.obs_dim,
+        slice(s.to - 1, s.to - 1 + s.ta),
+        DSRLConfig(**OmegaConf.to_container(cfg.dsrl, resolve=True)),
+        obs_keys=s.keys,
+        device=s.device,
+    )
+    return agent, offline, run_dsrl
+
+
+def build_expo(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., dict[str, Any]]]:
+    """EXPO (or RLPD, best-of-N): demos feed the critic's offline half and the base's imitation windows."""
+    from policies.steering.expo import EXPO, EXPOConfig, bc_windows, run_expo
+
+    cfg = s.cfg
+    expo_values = OmegaConf.to_container(cfg.expo, resolve=True)
+    if expo_values["edit_scale"] is None:  # β per task (the reference sets it per script)
+        scales = OmegaConf.to_container(cfg.edit_scales)
+        expo_values["edit_scale"] = float(scales.get(s.task, scales["default"]))
+    offline = s.offline()
+    path = s.offline_path
+    bc = bc_windows(path, s.keys, s.to, s.base.config.horizon, s.ta) if path is not None else None
+    agent = EXPO(
+        s.base, s.obs_dim, EXPOConfig(**expo_values), obs_keys=s.keys, bc_offline=bc, device=s.device
+    )
+    return agent, offline, run_expo
+
+
+# algo=<name>: (builder, env steps per MDP action given (cfg, Ta)); a new algorithm adds one entry here
+ALGOS: dict[str, tuple[Callable[[Steering], Any], Callable[[DictConfig, int], int]]] = {
+    "dsrl": (build_dsrl, lambda cfg, ta: ta),
+    "expo": (build_expo, lambda cfg, ta: 1 if cfg.expo.action == "single" else ta),
+}
+
+
+def offline_path(cfg: DictConfig, algo: str, ckpt_dir: Path | None) -> str | None:
+    """``offline=``: a dataset file, ``none``, or ``auto`` (the default): the one dataset the base was trained
+    on, as its checkpoint records it, wherever the algorithm uses demonstrations (not DSRL-SAC or scratch)."""
+    from policies.checkpoint import read_checkpoint_config
+
+    value = cfg.offline
+    if value is None or str(value).lower() == "none":
+        return None
+    if str(value) != "auto":
+        return str(value)
+    if ckpt_dir is None or (algo == "dsrl" and cfg.variant != "na"):
+        return None
+    recorded = read_checkpoint_config(ckpt_dir).get("dataset")
+    paths = [recorded] if isinstance(recorded, str) else list(recorded or [])
+    if len(paths) != 1 or not Path(paths[0]).is_file():
+        why = f"its dataset {paths[0]} is gone" if len(paths) == 1 else f"it records {len(paths)} datasets"
+        log.warning("offline=auto: %s; steering without demonstrations (offline=<file.hdf5> names one)", why)
+        return None
+    log.info("offline=auto: the base's own dataset %s (offline=none steers without it)", paths[0])
+    return str(paths[0])
+
+
+def steerability(
+    s: Steering, agent: Any, offline: dict[str, Any] | None, evaluate: Callable[..., dict[str, Any]]
+) -> Any:
+    """Measure how far the base's executed chunk moves with DSRL's latent (policies/steering/steerability.py)
+    at ``steerability.states`` states (the offline data's, else the task's initial states), and ``evaluate``
+    the base held at ``steerability.directions`` fixed latents; log the verdict."""
+    import torch
+
+    import sim
+    from policies.rng import get_rng_state, set_rng_state
+    from policies.steering.steerability import fixed_latent_policies, measure, sample_states
+
+    n, k, seed = int(s.cfg.steerability.states), int(s.cfg.steerability.latents), int(s.cfg.seed)
+    for key, value, default in (("states", n, 128), ("latents", k, 16)):
+        if value < 2:
+            raise ValueError(f"steerability.{key}={value}: expected at least 2 (default {default})")
+    if offline is not None:
+        states = sample_states(offline, None, s.keys, n, seed)
+    else:
+        with sim.make_env(s.task, num_envs=int(s.cfg.num_envs), obs="state", obs_history=s.to) as env:
+            states = sample_states(None, env, s.keys, n, seed)
+    gen = torch.Generator(device=agent.device).manual_seed(seed)
+    saved = get_rng_state()  # the check never moves the training run's random streams
+    try:
+        check = measure(agent, states, k, gen)
+        directions, episodes = int(s.cfg.steerability.directions), int(s.cfg.steerability.episodes)
+        if directions > 0:  # the same evaluation episodes at each fixed latent: a paired comparison
+            policies = fixed_latent_policies(agent, directions, gen)
+            success = [float(evaluate(policy, episodes)["success_rate"]) for policy in policies]
+            check = dataclasses.replace(check, direction_success=tuple(success))
+    finally:
+        set_rng_state(saved)
+    (log.info if check.verdict == "steerable" else log.warning)("%s", check.line())
+    return check
+
+
+def _algo(cfg: DictConfig) -> str:
+    """The chosen ``algo`` config group (Hydra's choice; the group's own key when composed elsewhere)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    algo = HydraConfig.get().runtime.choices.get("algo") if HydraConfig.initialized() else None
+    algo = algo or ("expo" if "expo" in cfg else "dsrl")
+    if algo not in ALGOS:
+        raise ValueError(f"algo={algo!r} is not known: expected one of {tuple(ALGOS)}")
+    return algo
+
+
+def plot_learning_curve(history: list[dict[str, float]], path: Path, title: str) -> None:
+    """Success rate vs env steps (one point per evaluation)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot([h["env_steps"] for h in history], [h["success_rate"] for h in history], marker="o")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("success rate")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """Build base, env, agent and evaluation from the config and run DSRL or EXPO."""
+    import torch
+
+    import sim
+    from policies import load_policy
+    from policies.checkpoint import find_checkpoint, read_checkpoint_config, state_dict_hash
+    from policies.steering.loop import OnlineRunConfig, resolve_device
+    from policies.steering.scratch import SCRATCH, make_scratch_base
+
+    torch.set_num_threads(int(cfg.threads))
+    device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
+    algo = _algo(cfg)
+    # only preset=reference adds DSRL's keys to another algorithm's config
+    if algo != "dsrl" and "dsrl" in cfg:
+        raise UsageError(
+            f"preset=reference holds ajwagen/dsrl's values: use it with algo=dsrl, not algo={algo}"
+        )
+    if algo == "expo" and cfg.base == SCRATCH:
+        raise ValueError(
+            "algo=expo needs base=<run directory of robosteer-train> (a diffusion or flow policy)"
+        )
+    if not cfg.base:
+        raise ValueError("steering needs base=<run directory of robosteer-train>, e.g. base=runs/dp")
+    if cfg.base == SCRATCH:
+        if not cfg.task or cfg.variant != "sac":
+            raise ValueError(
+                "base=scratch is plain SAC from scratch: it needs variant=sac and task=<name>, "
+                f"got variant={cfg.variant} task={cfg.task}"
+            )
+        task = cfg.task
+        with sim.make_env(task, num_envs=1, obs="state") as probe:
+            state_dim = int(probe.single_observation_space["state"].shape[0])
+            action_dim = int(probe.single_action_space.shape[0])
+        base = make_scratch_base(state_dim, action_dim, int(cfg.scratch_chunk)).to(device)
+        ckpt_dir = None
+    else:
+        base = load_policy(cfg.base, which=cfg.which, device=device)
+        if getattr(base, "name", "") == "streaming":
+            raise ValueError(
+                f"{algo.upper()} needs a stateless noise->chunk map: use a diffusion or flow base, not streaming"
+            )
+        ckpt_dir, _ = find_checkpoint(cfg.base, cfg.which)
+        task = cfg.task or read_checkpoint_config(ckpt_dir).get("task")
+        if not task:
+            raise ValueError(f"the base {cfg.base} names no task: pass task=<name>")
+    keys = tuple(k for k, m in base.shape_meta["obs"].items() if m.get("type", "low_dim") == "low_dim")
+    if len(keys) != len(base.shape_meta["obs"]):
+        raise ValueError("DSRL here steers state-based policies: the base uses image observations")
+    to, ta = base.config.n_obs_steps, base.config.n_action_steps
+    build, exec_steps_of = ALGOS[algo]
+    exec_steps = exec_steps_of(cfg, ta)  # env steps per MDP action
+    obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
+    offline_file = offline_path(cfg, algo, ckpt_dir)
+    steering = Steering(cfg, base, task, keys, to, ta, exec_steps, obs_dim, device, offline_file)
+    agent, offline, run_loop = build(steering)
+    run_cfg = OnlineRunConfig(**{**OmegaConf.to_container(cfg.run, resolve=True), "device": str(device)})
+
+    def eval_fn(policy: Any, episodes: int | None = None) -> dict[str, Any]:
+        with (
+            torch.no_grad(),
+            sim.make_env(
+                task,
+                num_envs=int(cfg.eval_envs),
+                seed=int(cfg.eval_seed),
+                obs="state",
+                max_episode_steps=cfg.max_episode_steps,
+                randomization=cfg.get("randomization"),
+            ) as eval_env,
+        ):
+            return sim.evaluate(
+                eval_env,
+                policy,
+                episodes=episodes or run_cfg.eval_episodes,
+                seed=int(cfg.eval_seed),
+                progress=False,
+            )
+
+    check = None
+    if algo == "dsrl" and cfg.base != SCRATCH:  # before an hour of training: is there anything to steer?
+        check = steerability(steering, agent, offline, eval_fn)
+        if cfg.check_only:
+            return {
+                "algo": algo,
+                "task": task,
+                "check_only": True,
+                "offline": offline_file,
+                "steerability": check.as_dict(),
+            }
+    env = sim.make_env(
+        task,
+        num_envs=int(cfg.num_envs),
+        seed=int(cfg.seed),
+        obs="state",
+        action_chunk=exec_steps,
+        obs_history=to,
+        max_episode_steps=cfg.max_episode_steps,
+        vectorization=cfg.vectorization,
+        randomization=cfg.get("randomization"),
+    )
+    base_hash = state_dict_hash(base)
+    base_metrics = None
+    if cfg.eval_base and not (cfg.resume and (run_dir / "base_eval.json").exists()):
+        base_metrics = eval_fn(base)  # the stock sampler (fresh N(0, I) noise): the "before" figure
+        atomic_write_text(run_dir / "base_eval.json", json.dumps(base_metrics, indent=2))
+    elif (run_dir / "base_eval.json").exists():
+        base_metrics = json.loads((run_dir / "base_eval.json").read_text())
+    with env:
+        metrics = run_loop(
+            agent,
+            env,
+            run_cfg,
+            str(run_dir),
+            eval_fn=eval_fn,
+            offline=offline,
+            resume=bool(cfg.resume),
+            checkpoint_config={
+                "task": task,
+                "base": SCRATCH if cfg.base == SCRATCH else str(Path(cfg.base).resolve()),
+                "scratch_shape": [state_dim, action_dim, int(cfg.scratch_chunk)]
+                if cfg.base == SCRATCH
+                else None,
+                "base_which": str(cfg.which),
+                "base_hash": base_hash,
+            },
+        )
+    if state_dict_hash(base) != base_hash:
+        raise RuntimeError(
+            "the base policy's weights changed during steering: this is a bug, please report it"
+        )
+    metrics["algo"] = algo
+    metrics["task"] = task
+    metrics["base_hash"] = base_hash
+    metrics["base_success_rate"] = base_metrics["success_rate"] if base_metrics else None
+    metrics["offline"] = offline_file
+    metrics["offline_transitions"] = 0 if offline is None else len(offline["reward"])
+    metrics["steerability"] = check.as_dict() if check is not None else None
+    if metrics["history"]:
+        title = f"DSRL-{cfg.variant}" if algo == "dsrl" else agent.label.upper()
+        plot_learning_curve(
+            metrics["history"], run_dir / "plots" / "learning_curve.png", f"{title} on {task}"
+        )
+    return metrics
+
+
+@hydra.main(config_path=CONFIG_DIR, config_name="steer", version_base=None)
+def _main(cfg: DictConfig) -> None:
+    run_dir = start_run(cfg)
+    with exit_codes("robosteer-steer"):  # bad dataset/checkpoint: 2; NaN loss: 1
+        metrics = steer(cfg, run_dir)
+    write_metrics(run_dir, metrics)
+    if metrics.get("check_only"):
+        print(f"metrics: {run_dir / 'metrics.json'}")
+        return
+    print(
+        format_table(
+            [
+                {
+                    "task": metrics["task"],
+                    "variant": metrics["variant"],
+                    "env steps": metrics["env_steps"],
+                    "base success": metrics["base_success_rate"],
+                    "step-0 success" if metrics["algo"] == "expo" else "latent-0 success": metrics[
+                        "initial_success_rate"
+                    ],
+                    "steered success": metrics["success_rate"],
+                    "wall s": metrics["wall_time_s"],
+                }
+                | steer_figure(metrics)
+            ]
+        )
+    )
+    print(f"metrics: {run_dir / 'metrics.json'}")
+
+
+def steer_figure(metrics: dict[str, Any]) -> dict[str, str]:
+    """The steerability check's column of the summary table (DSRL over a base policy only)."""
+    check = metrics.get("steerability")
+    return {"steerability": f"{check['ratio']:.2f} ({check['verdict']})"} if check else {}
+
+
+def main() -> None:
+    """Console-script entry point."""
+    check_overrides("robosteer-steer", "steer", sys.argv[1:])  # one-line errors, exit 2
+    _main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""The import guard: which Isaac package an ``impl`` needs, and how to install it when it is missing.
+
+Isaac Sim / Isaac Lab and Isaac Gym are not on this project's package index and need an NVIDIA GPU, so
+they are never dependencies of robosteer; ``import sim`` never imports them. Asking for an Isaac backend
+without them raises ``IsaacNotInstalledError`` with the install steps and the nearest impl that works.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from types import ModuleType
+
+IMPLS = ("cpu", "isaaclab", "isaacgym")
+
+_PY = f"Python {sys.version_info.major}.{sys.version_info.minor}"
+
+INSTALL_HELP = {
+    "isaaclab": (
+        "Isaac Lab runs on Linux (or Windows) x86_64 with an NVIDIA RTX GPU. Isaac Lab 2.2+ needs Isaac Sim 5.x "
+        "and Python 3.11 (Isaac Lab 2.0-2.1: Isaac Sim 4.5, Python 3.10). pip: in a fresh venv, "
+        '`pip install "isaacsim[all,extscache]==5.1.0"` from NVIDIA\'s pip index, then '
+        "`git clone https://github.com/isaac-sim/IsaacLab && cd IsaacLab && ./isaaclab.sh --install`; "
+        "conda: `./isaaclab.sh --conda` creates the env first. Guide: "
+        "https://isaac-sim.github.io/IsaacLab/main/source/setup/installation/index.html. "
+        "Then install robosteer into that env (`pip install --no-deps -e .` plus requirements.txt without torch)."
+    ),
+    "isaacgym": (
+        "Isaac Gym Preview 4 is not on any package index: download IsaacGym_Preview_4_Package.tar.gz from "
+        "https://developer.nvidia.com/isaac-gym (NVIDIA account), extract it and run "
+        "`pip install -e isaacgym/python` in a Python 3.6-3.8 env (its bindings are built only for those; "
+        f"this is {_PY}, and robosteer needs 3.11+, so the official bindings cannot load beside it), with an "
+        "NVIDIA GPU and driver 470+; VecTask tasks come from IsaacGymEnvs "
+        "(`git clone https://github.com/isaac-sim/IsaacGymEnvs && pip install -e IsaacGymEnvs`). "
+        "Import isaacgym before torch (`import isaacgym` first in your script). Isaac Gym is deprecated: "
+        "NVIDIA's successor is Isaac Lab (impl='isaaclab')."
+    ),
+}
+
+# The packages each impl imports (first one is the one whose absence is reported).
+PACKAGES = {"isaaclab": ("isaaclab", "isaaclab_tasks"), "isaacgym": ("isaacgym", "isaacgymenvs")}
+
+
+class IsaacNotInstalledError(ImportError):
+    """An Isaac backend was asked for, but its package is missing (or failed to import) in this env."""
+
+    def __init__(self, impl: str, package: str, cause: BaseException | None = None) -> None:
+        nearest = "'cpu'" if impl == "isaaclab" else "'isaaclab' (or 'cpu' without a GPU)"
+        why = (
+            f"failed to import ({type(cause).__name__}: {cause})"
+            if cause
+            else f"is not installed in this {_PY}"
+        )
+        self.impl = impl
+        self.package = package
+        self.message = (
+            f"impl={impl!r} needs the package {package!r}, which {why}. {INSTALL_HELP[impl]} "
+            f"Nearest valid impl: {nearest}; impl='cpu' runs Meta-World on MuJoCo."
+        )
+        super().__init__(self.message, name=package)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def require(impl: str) -> dict[str, ModuleType]:
+    """Import the packages of ``impl`` ("isaaclab" | "isaacgym"), or raise IsaacNotInstalledError."""
+    modules = {}
+    for package in PACKAGES[impl]:
+        if importlib.util.find_spec(package) is None:
+            raise IsaacNotInstalledError(impl, package)
+        try:
+            modules[package] = importlib.import_module(package)
+        except ImportError as err:  # e.g. isaacgym imported after torch, or a missing Isaac Sim
+            raise IsaacNotInstalledError(impl, package, err) from err
+    return modules
+
+
+def available(impl: str) -> bool:
+    """Whether every package of ``impl`` can be found (without importing it)."""
+    return all(importlib.util.find_spec(p) is not None for p in PACKAGES.get(impl, ()))
