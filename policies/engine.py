@@ -272,7 +272,9 @@ class RunEngine:
         if rate is not None and float(rate) >= self.best.success_rate:
             self.best = Best(float(rate), step, metrics)
             self.save_best(*best(metrics))
-        shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()}
+        shown = {
+            k: round(float(v), 4) for k, v in metrics.items() if scalar_value(v) is not None
+        }  # not lists
         log.info("%s %d eval: %s", self.unit, step, shown)
         return metrics
 
