@@ -96,7 +96,7 @@ def _window(server: PolicyServer, obs: Any) -> tuple[dict[str, np.ndarray], np.n
     b = server.backend
     if not isinstance(obs, Mapping):
         raise ProtocolError("bad_obs", f"a request is a map of observation arrays, got {type(obs).__name__}")
-    obs = {k.decode() if isinstance(k, bytes) else k: v for k, v in obs.items()}
+    obs = _text_keys(obs)
     window: dict[str, np.ndarray] = {}
     for key, (shape, _) in b.specs.items():
         arr = obs.get(key)
