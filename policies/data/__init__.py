@@ -1,7 +1,6 @@
 """Datasets: robomimic-layout HDF5 writer/reader, sequence windows for training, normalisation stats.
 
-``SequenceDataset`` (which needs torch) is imported lazily so that the writer, reader and
-``robosteer-dataset`` start without loading torch.
+``SequenceDataset`` (torch) is imported lazily so that the writer, reader and ``robosteer-dataset`` load no torch.
 """
 
 from __future__ import annotations

@@ -11,8 +11,6 @@ Layout (robomimic v0.3, what its ``SequenceDataset`` and conversion scripts use)
         dones                  (T,)
         states                 (T, S)    optional (simulator states, for replay)
     mask/train, mask/valid     byte strings of demo names
-
-Collection, real-robot recording, training and value learning all read and write through this module.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import h5py
@@ -35,8 +32,7 @@ DEMO_RE = re.compile(r"^demo_(\d+)$")
 ACTION_KEY = "action"  # the stats/batch key of the "actions" dataset
 PARTIAL_SUFFIX = ".partial"
 # The largest magnitude a stored float may have; anything beyond is corruption, not data. Its square (a
-# variance, an MSE term) must stay finite in float32 (max ~3.4e38, whose square root is ~1.8e19), with room
-# for sums of squares: robot observations, actions, rewards and simulator states lie many orders below.
+# variance, an MSE term) and sums of squares must stay finite in float32 (max ~3.4e38).
 MAX_ABS_VALUE = 1e18
 
 
@@ -75,9 +71,8 @@ def _read_attr(value: Any) -> Any:
 def check_values(arr: np.ndarray, where: str) -> None:
     """Raise a :class:`DatasetError` at the first bad value of ``arr`` (``where`` names file, demo and key).
 
-    Why: one NaN in one action used to train to the end and write a NaN checkpoint. Float arrays must be
-    finite with ``|x| <= MAX_ABS_VALUE`` (random bytes in a file read as NaN or 1e307); ``dones`` must be 0/1.
-    Integer and image (uint8) arrays cannot hold non-finite values and are not scanned.
+    Floats must be finite with ``|x| <= MAX_ABS_VALUE`` (one NaN action once trained into a NaN checkpoint);
+    ``dones`` must be 0/1; integer and image arrays are not scanned.
     """
     arr = np.asarray(arr)
     if where.endswith("/dones"):
@@ -101,14 +96,9 @@ def check_values(arr: np.ndarray, where: str) -> None:
 
 def _datasets_under(group: h5py.Group) -> dict[str, h5py.Dataset]:
     """All datasets below ``group`` by relative path (so nested ``image/corner2`` is one key)."""
-    found: dict[str, h5py.Dataset] = {}
-
-    def visit(name: str, obj: Any) -> None:
-        if isinstance(obj, h5py.Dataset):
-            found[name] = obj
-
-    group.visititems(visit)
-    return found
+    names: list[str] = []
+    group.visit(names.append)
+    return {n: group[n] for n in names if isinstance(group[n], h5py.Dataset)}
 
 
 def split_names(names: Sequence[str], valid_fraction: float, seed: int) -> tuple[list[str], list[str]]:
@@ -119,8 +109,7 @@ def split_names(names: Sequence[str], valid_fraction: float, seed: int) -> tuple
     perm = np.random.default_rng(seed).permutation(len(names))
     valid_idx = set(perm[:num_valid].tolist())
     train = [n for i, n in enumerate(names) if i not in valid_idx]
-    valid = [n for i, n in enumerate(names) if i in valid_idx]
-    return train, valid
+    return train, [n for i, n in enumerate(names) if i in valid_idx]
 
 
 # ---------------------------------------------------------------------------------------------------- writer
@@ -136,13 +125,9 @@ def _readable_episodes(path: Path) -> int | str:
 class DatasetWriter:
     """Writes episodes into a robomimic-layout HDF5 file, safely against interruption.
 
-    Why it is shaped this way: collection runs for minutes to hours and gets interrupted. After every
-    :meth:`add_episode` the file on disk is complete and valid (``total``, masks updated, flushed). The
-    file is written to ``path + ".partial"`` and atomically renamed to ``path`` on :meth:`close`, which the
-    ``with`` block calls also when an exception (e.g. KeyboardInterrupt) escapes it; so ``path`` is never a
-    half-written file. After a hard kill (SIGKILL, power loss between episodes) ``path.partial`` holds every
-    finished episode and :func:`open_dataset` reads it. An exception in the middle of ``add_episode`` removes
-    that episode's half-written group before re-raising.
+    Collection gets interrupted, so the file is valid on disk after every :meth:`add_episode`: it is written
+    to ``path + ".partial"`` (readable by :func:`open_dataset` after a hard kill) and atomically renamed to
+    ``path`` on :meth:`close` (also on an exception out of the ``with`` block); a failed episode is removed.
 
     Args:
         path: the final ``.hdf5`` path (parent directories are created).
@@ -196,7 +181,7 @@ class DatasetWriter:
         for key, value in (attrs or {}).items():
             self._data.attrs[key] = _attr_value(value)
         self._names: list[str] = []
-        self._total = 0
+        self.total_steps = 0  # sum of num_samples over the episodes written so far
         self._obs_spec: dict[str, tuple[tuple[int, ...], np.dtype]] | None = None
         self._action_dim: int | None = None
         self._finalize_metadata()
@@ -206,11 +191,6 @@ class DatasetWriter:
     def num_episodes(self) -> int:
         """Episodes written so far."""
         return len(self._names)
-
-    @property
-    def total_steps(self) -> int:
-        """Sum of ``num_samples`` over the episodes written so far."""
-        return self._total
 
     def add_episode(
         self,
@@ -224,28 +204,19 @@ class DatasetWriter:
     ) -> str:
         """Append one episode as ``data/demo_N`` and make the file valid on disk; returns the demo name.
 
-        ``obs[key]`` is (T, ...), ``actions`` (T, A), ``rewards`` and ``dones`` (T,), ``states`` (T, S).
-        If ``next_obs`` is None it is derived as obs shifted by one step with the last step repeated
-        (``next_obs[t] = obs[t + 1]``, ``next_obs[T-1] = obs[T-1]``): the writer never sees the observation
-        after the final action, so pass ``next_obs`` explicitly (e.g. from ``info["final_obs"]``) when exact
-        final transitions matter (value learning). ``attrs`` are per-episode attributes (seed, success, ...).
+        ``obs[key]`` is (T, ...), ``actions`` (T, A), ``rewards`` and ``dones`` (T,), ``states`` (T, S);
+        ``attrs`` are per-episode attributes (seed, success, ...). ``next_obs`` defaults to obs shifted by one
+        step, the last repeated: pass it (e.g. ``info["final_obs"]``) when exact final transitions matter.
         """
         if self._file is None:
             raise DatasetError(f"{self.path}: add_episode after close()")
-        ep = self._check_episode(obs, actions, rewards, dones, next_obs, states)
+        T, arrays = self._check_episode(obs, actions, rewards, dones, next_obs, states)
         name = f"demo_{len(self._names)}"
         group = self._data.create_group(name)
         try:
-            for key, arr in ep["obs"].items():
-                self._write(group, f"obs/{key}", arr)
-            for key, arr in ep["next_obs"].items():
-                self._write(group, f"next_obs/{key}", arr)
-            self._write(group, "actions", ep["actions"])
-            self._write(group, "rewards", ep["rewards"])
-            self._write(group, "dones", ep["dones"])
-            if ep["states"] is not None:
-                self._write(group, "states", ep["states"])
-            group.attrs["num_samples"] = ep["T"]
+            for key, arr in arrays.items():
+                self._write(group, key, arr)
+            group.attrs["num_samples"] = T
             for key, value in (attrs or {}).items():
                 group.attrs[key] = _attr_value(value)
         except BaseException:
@@ -254,7 +225,7 @@ class DatasetWriter:
             self._file.flush()
             raise
         self._names.append(name)
-        self._total += ep["T"]
+        self.total_steps += T
         self._finalize_metadata()
         return name
 
@@ -272,19 +243,14 @@ class DatasetWriter:
     def __enter__(self) -> DatasetWriter:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- internals ---------------------------------------------------------------------------------------
     def _finalize_metadata(self) -> None:
         """Rewrite ``total`` and the masks, then flush: the file on disk is valid after this."""
         assert self._file is not None
-        self._data.attrs["total"] = self._total
+        self._data.attrs["total"] = self.total_steps
         train, valid = split_names(self._names, self.valid_fraction, self.split_seed)
         mask = self._file.require_group("mask")
         for split, names in (("train", train), ("valid", valid)):
@@ -310,8 +276,9 @@ class DatasetWriter:
         dones: np.ndarray,
         next_obs: Mapping[str, np.ndarray] | None,
         states: np.ndarray | None,
-    ) -> dict[str, Any]:
-        """Convert to arrays and check shapes against this episode's length and earlier episodes."""
+    ) -> tuple[int, dict[str, np.ndarray]]:
+        """Check shapes against this episode's length and earlier episodes; returns T and the arrays to write
+        by their path in the demo group, in writing order."""
         where = f"{self.path} (episode {len(self._names)})"
         actions = np.asarray(actions)
         if actions.ndim != 2 or actions.shape[0] == 0:
@@ -366,24 +333,21 @@ class DatasetWriter:
                 raise DatasetError(f"{where}: states must be ({T}, S), got shape {states.shape}")
         self._obs_spec = spec
         self._action_dim = A
-        return {
-            "T": T,
-            "obs": obs_arr,
-            "next_obs": nxt,
-            "actions": actions.astype(np.float32) if actions.dtype.kind == "f" else actions,
-            "rewards": rewards,
-            "dones": dones_arr.astype(np.uint8),
-            "states": states,
-        }
+        arrays = {f"obs/{k}": v for k, v in obs_arr.items()} | {f"next_obs/{k}": v for k, v in nxt.items()}
+        arrays["actions"] = actions.astype(np.float32) if actions.dtype.kind == "f" else actions
+        arrays["rewards"] = rewards
+        arrays["dones"] = dones_arr.astype(np.uint8)
+        if states is not None:
+            arrays["states"] = states
+        return T, arrays
 
 
 # ---------------------------------------------------------------------------------------------------- reader
 class DemoFile:
     """A validated, read-only robomimic-layout file. Use :func:`open_dataset` to get one.
 
-    Validation happens on open (structure, attributes and lengths only; no array data is read), so that a
-    broken file fails at once with a :class:`DatasetError` naming the file, the path inside it and what was
-    expected, instead of deep inside a training loop.
+    Open validates structure, attributes and lengths (no array data), so a broken file fails at once with a
+    :class:`DatasetError` naming the file and the path inside it, not deep inside a training loop.
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
@@ -391,15 +355,12 @@ class DemoFile:
         self._file = _open_h5(self.path)
         try:
             self._validate()
-        except DatasetError:
-            self._file.close()
-            raise
         except (OSError, KeyError, RuntimeError, TypeError) as err:  # damaged metadata inside the file
             self._file.close()
             raise self._err(
                 f"HDF5 structure could not be read; the file is truncated or corrupt ({err})"
             ) from err
-        except BaseException:
+        except BaseException:  # DatasetError included
             self._file.close()
             raise
 
@@ -432,7 +393,7 @@ class DemoFile:
 
         self._lengths: dict[str, int] = {}
         self._obs_spec: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
-        self._action_dim: int | None = None
+        self.action_dim: int | None = None  # A of the (T, A) actions; None for a file with no demos
         first: str | None = None
         for name in self._names:
             g = data[name]
@@ -449,11 +410,11 @@ class DemoFile:
                 raise self._err(
                     f"{where}/actions has shape {act.shape}, expected ({T}, A) with T = num_samples"
                 )
-            if self._action_dim is None:
-                self._action_dim = int(act.shape[1])
-            elif act.shape[1] != self._action_dim:
+            if self.action_dim is None:
+                self.action_dim = int(act.shape[1])
+            elif act.shape[1] != self.action_dim:
                 raise self._err(
-                    f"{where}/actions has action dim {act.shape[1]}, expected {self._action_dim} (as in data/{first})"
+                    f"{where}/actions has action dim {act.shape[1]}, expected {self.action_dim} (as in data/{first})"
                 )
             if "obs" not in g or not isinstance(g["obs"], h5py.Group):
                 raise self._err(
@@ -500,7 +461,7 @@ class DemoFile:
                     )
             self._lengths[name] = T
 
-        total = sum(self._lengths.values())
+        self.total_steps = total = sum(self._lengths.values())
         if "total" not in data.attrs:
             raise self._err(f"data.attrs['total'] is missing (expected the sum of num_samples, {total})")
         if int(data.attrs["total"]) != total:
@@ -544,30 +505,14 @@ class DemoFile:
         return {k: (s, str(d)) for k, (s, d) in sorted(self._obs_spec.items())}
 
     @property
-    def action_dim(self) -> int | None:
-        """A of the (T, A) actions; None for a file with no demos."""
-        return self._action_dim
-
-    @property
-    def total_steps(self) -> int:
-        return sum(self._lengths.values())
-
-    @property
     def lengths(self) -> dict[str, int]:
         """num_samples per demo name."""
         return dict(self._lengths)
 
     @property
-    def masks(self) -> list[str]:
-        """Names of the filter keys under ``mask/``."""
-        return sorted(self._masks)
-
-    @property
     def attrs(self) -> dict[str, Any]:
         """File-level attributes of ``data`` (env_args decoded, total included)."""
-        out = {k: _read_attr(v) for k, v in self._file["data"].attrs.items()}
-        out["env_args"] = self.env_args
-        return out
+        return {k: _read_attr(v) for k, v in self._file["data"].attrs.items()} | {"env_args": self.env_args}
 
     # -- access -------------------------------------------------------------------------------------------
     def demo_name(self, index_or_name: int | str) -> str:
@@ -594,9 +539,8 @@ class DemoFile:
         """One episode as numpy: ``{"name", "obs": {key: (T, ...)}, "next_obs", "actions": (T, A),
         "rewards": (T,), "dones": (T,), "states": (T, S) or None, "attrs": {...}}``.
 
-        Every array read is deep-checked (:func:`check_values`), so every command that reads a dataset
-        (train, value, steer, eval replay, validate) refuses a NaN or corrupt value, naming file, demo,
-        key and index, before it trains on it. ``check=False`` skips that (inspection tools only)."""
+        Every array read is deep-checked (:func:`check_values`), so a NaN or corrupt value fails before
+        anything trains on it. ``check=False`` skips that (inspection tools only)."""
         name = self.demo_name(index_or_name)
         keys = self.check_obs_keys(obs_keys) if obs_keys is not None else self.obs_keys
         g = self._file["data"][name]
@@ -606,21 +550,18 @@ class DemoFile:
                 "obs": {k: g["obs"][k][()] for k in keys},
                 "next_obs": {k: g["next_obs"][k][()] for k in keys} if "next_obs" in g else None,
                 "actions": g["actions"][()],
-                "rewards": g["rewards"][()] if "rewards" in g else None,
-                "dones": g["dones"][()] if "dones" in g else None,
-                "states": g["states"][()] if "states" in g else None,
+                **{k: g[k][()] if k in g else None for k in ("rewards", "dones", "states")},
                 "attrs": {k: _read_attr(v) for k, v in g.attrs.items()},
             }
         except (OSError, KeyError) as err:  # corrupt chunks / unreadable data inside a valid structure
             raise self._err(f"data/{name} could not be read ({err}); the file may be corrupt") from err
-        if not check:
-            return out
-        for group in ("obs", "next_obs"):
-            for k, arr in (out[group] or {}).items():
-                check_values(arr, f"{self.path}: data/{name}/{group}/{k}")
-        for key in ("actions", "rewards", "dones", "states"):
-            if out[key] is not None:
-                check_values(out[key], f"{self.path}: data/{name}/{key}")
+        if check:
+            for group in ("obs", "next_obs"):
+                for k, arr in (out[group] or {}).items():
+                    check_values(arr, f"{self.path}: data/{name}/{group}/{k}")
+            for key in ("actions", "rewards", "dones", "states"):
+                if out[key] is not None:
+                    check_values(out[key], f"{self.path}: data/{name}/{key}")
         return out
 
     def deep_check(self) -> None:
@@ -672,8 +613,8 @@ class DemoFile:
             "episodes": self.num_episodes,
             "steps": self.total_steps,
             "mean_length": float(np.mean(lengths)) if lengths else 0.0,
-            "min_length": int(min(lengths)) if lengths else 0,
-            "max_length": int(max(lengths)) if lengths else 0,
+            "min_length": min(lengths, default=0),
+            "max_length": max(lengths, default=0),
             "success_rate": float(np.mean(succ)) if succ and len(succ) == len(self._names) else None,
             "action_dim": self.action_dim,
             "obs": {k: {"shape": list(s), "dtype": d} for k, (s, d) in self.obs_shapes.items()},
@@ -710,18 +651,14 @@ def _open_h5(path: Path) -> h5py.File:
     if path.is_dir():
         raise DatasetError(f"{path}: is a directory, expected an .hdf5 file")
     try:
-        if not h5py.is_hdf5(path):
-            raise DatasetError(
-                f"{path}: not an HDF5 file (no HDF5 signature); expected a robomimic-layout .hdf5"
-            )
-        return h5py.File(path, "r")
-    except DatasetError:
-        raise
+        if h5py.is_hdf5(path):
+            return h5py.File(path, "r")
     except (OSError, ValueError) as err:
         raise DatasetError(
             f"{path}: HDF5 file cannot be opened; it is truncated or corrupt, or open for writing by another "
             f"process ({err})"
         ) from err
+    raise DatasetError(f"{path}: not an HDF5 file (no HDF5 signature); expected a robomimic-layout .hdf5")
 
 
 def open_dataset(path: str | os.PathLike) -> DemoFile:

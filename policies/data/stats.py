@@ -54,12 +54,7 @@ class RunningStats:
         if self._mean is None:
             raise DatasetError("stats: no samples were seen (empty split or dataset)")
         std = np.sqrt(self._m2 / self.count)
-        return {
-            "min": self._min.astype(np.float32),
-            "max": self._max.astype(np.float32),
-            "mean": self._mean.astype(np.float32),
-            "std": std.astype(np.float32),
-        }
+        return {k: v.astype(np.float32) for k, v in zip(STAT_NAMES, (self._min, self._max, self._mean, std))}
 
 
 def compute_stats(arrays: Mapping[str, Iterable[np.ndarray]]) -> dict[str, dict[str, np.ndarray]]:
