@@ -21,12 +21,9 @@ def tanh_log_det(u: torch.Tensor) -> torch.Tensor:
 class TanhGaussianActor(nn.Module):
     """π(·|s): u ~ N(μ(s), σ(s)²), output ``scale · tanh(u)``; every output lies strictly inside ±scale.
 
-    ``log_prob`` includes the tanh Jacobian and, with ``scale_in_log_prob`` (default), ``−log(scale)`` per
-    dimension: the density of the scaled output (EXPO's edit over ±β, whose adjusted target entropy counts
-    d·log β). Without it, the density of the unit-box action ``tanh(u)``, as SB3's SAC scores it before
-    rescaling to the action space (DSRL-SAC with ``latent_bound`` M ≠ 1). ``zero_init`` sets the mean
-    head to exactly zero, so the deterministic output is 0 at initialisation (DSRL: the base policy's own
-    chunk for latent 0).
+    ``log_prob`` includes the tanh Jacobian and, with ``scale_in_log_prob``, ``−log(scale)`` per dimension
+    (EXPO's edit over ±β); without it, the density of ``tanh(u)`` as SB3's SAC scores it (DSRL-SAC).
+    ``zero_init``: the mean head starts at exactly zero (DSRL: latent 0 is the base policy's own chunk).
     """
 
     def __init__(
@@ -73,11 +70,9 @@ class TanhGaussianActor(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Sample an action (B, Da) in ±scale and its log-probability (B,); reparameterised."""
         mu, std = self.distribution(obs)
-        if deterministic:
-            u = mu
-        else:
-            eps = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
-            u = mu + std * eps
+        u = mu
+        if not deterministic:
+            u = mu + std * torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
         squashed = torch.tanh(u).clamp(-1 + 1e-6, 1 - 1e-6)  # strictly inside ±scale even when saturated
         return self.scale * squashed, self.log_prob_pre_tanh(u, mu, std)
 

@@ -62,9 +62,9 @@ class CriticEnsemble(nn.Module):
     ) -> torch.Tensor:
         """``reduce(self(obs, action), "min", subset, generator)`` (same draw, same value), computing only the
         drawn heads, as RLPD's ``subsample_ensemble`` subsamples the parameters before the forward pass."""
-        if subset >= self.num_critics:
-            return self(obs, action).min(dim=0).values
-        heads = _random_heads(self.num_critics, subset, generator).to(obs.device)
+        heads = None
+        if subset < self.num_critics:
+            heads = _random_heads(self.num_critics, subset, generator).to(obs.device)
         return self(obs, action, heads).min(dim=0).values  # (B,)
 
     def reduce(
@@ -85,9 +85,7 @@ class CriticEnsemble(nn.Module):
 
     def make_target(self) -> CriticEnsemble:
         """A frozen copy to be tracked with ``polyak_update``."""
-        target = copy.deepcopy(self)
-        target.requires_grad_(False)
-        return target
+        return copy.deepcopy(self).requires_grad_(False)
 
 
 def _random_heads(num: int, subset: int, generator: torch.Generator | None) -> torch.Tensor:
@@ -104,16 +102,12 @@ def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
 
 
 class NormalizedCritic(nn.Module):
-    """Q(s, a) over raw observations and raw actions, with the critic's *own* normaliser.
+    """Q(s, a) over raw observations and raw actions, with the critic's *own* normaliser (a sub-module).
 
-    Why its own: the critic is trained on its own data (V-GPS: one critic for several generalists), so it maps
-    actions min/max to [-1, 1] with its data's bounds, whatever normalisation the steered policy uses. The
-    normaliser (``policies.normalizer.Normalizer``) is a sub-module, so its bounds travel in the state dict.
-
-    Input: ``obs`` {key: (B, To, D)} low-dim histories (the last ``n_obs_steps`` steps are used), an optional
-    ``task_id`` (B,) (one-hot when ``num_tasks > 1``), and ``action`` (B, action_steps, A) raw units.
-    ``q`` is the online ensemble, ``q_target`` its Polyak copy; ``score`` is what steering uses: the target
-    network, min over heads (V-GPS' ``get_q_values``).
+    Its own because it is trained on its own data (V-GPS: one critic for several generalists), whatever
+    normalisation the steered policy uses. Input: ``obs`` {key: (B, To, D)} low-dim histories (the last
+    ``n_obs_steps`` used), ``task_id`` (B,) (one-hot when ``num_tasks > 1``), ``action`` (B, action_steps, A).
+    ``q``: the online ensemble; ``q_target``: its Polyak copy, which ``score`` reads (min over heads, V-GPS).
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Small network pieces: an MLP builder and a vectorised ensemble of linear layers."""
+"""Small network pieces: an MLP builder, a vectorised ensemble of linear layers, one optimizer step."""
 
 from __future__ import annotations
 
@@ -36,6 +36,13 @@ def mlp(
         dim = width
     layers.append(nn.Linear(dim, out_dim))
     return nn.Sequential(*layers)
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+    """Clear ``optimizer``'s gradients, backpropagate ``loss`` and step."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
 
 
 class EnsembleLinear(nn.Module):

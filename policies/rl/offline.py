@@ -1,12 +1,10 @@
 """Demonstrations as chunk transitions, for critics defined over executed actions (DSRL-NA, EXPO, V-GPS).
 
-A robomimic-layout dataset (``policies.data``) becomes ``(s, a, r, s', done)`` tuples of the same chunk MDP
-the online loops use: ``s`` and ``s'`` are To-step observation histories padded at the episode start by
-repeating the first observation (what ``sim.ObsHistoryWrapper`` and the policies' ``act`` do), ``a`` the Ta
-actions executed from ``s``, and ``done`` marks a chunk in which the episode truly terminated (success).
-Every start step is used, not only multiples of Ta: any Ta consecutive actions of a demo are a chunk the
-env could have executed. A chunk cut short by termination is padded with its last action (the env never
-executes the padding: the chunk wrapper stops at termination).
+A robomimic-layout dataset (``policies.data``) becomes ``(s, a, r, s', done)`` tuples of the online loops'
+chunk MDP: ``s``/``s'`` To-step histories padded at the start with the first observation (as
+``sim.ObsHistoryWrapper``), ``a`` the Ta actions executed from ``s``, ``done`` a true termination (success).
+Every start step is used (any Ta consecutive actions are a chunk the env could have executed); a chunk cut
+short by termination is padded with its last action, which the env never executes.
 """
 
 from __future__ import annotations
@@ -25,11 +23,9 @@ REWARDS = ("sparse", "dense", "shaped")
 def shaped_chunk_reward(summed: np.ndarray, steps: np.ndarray, chunk: int, scale: float) -> np.ndarray:
     """Meta-World's dense reward as a per-chunk cost in [-1, 0]: Σ_t (r_t/scale − 1) / Ta over executed steps.
 
-    Why not the raw sum: the episode ends at success, so a positive dense reward makes finishing forfeit
-    the reward the agent would have kept collecting near the goal (it learns to hover). With every step's
-    reward ≤ 0, ending is never worse than going on, and the chunk keeps the sparse reward's −1 scale.
-    ``summed``: env reward summed over the ``steps`` executed steps of each chunk; ``scale``: the env's
-    largest per-step reward (10 for Meta-World v3).
+    Why not the raw sum: episodes end at success, so a positive reward teaches hovering near the goal; with
+    every step ≤ 0 finishing is never worse. ``summed``: env reward over the ``steps`` executed steps of each
+    chunk; ``scale``: the env's largest per-step reward (10 for Meta-World v3).
     """
     if scale <= 0:
         raise ValueError(f"reward_scale must be > 0 (the env's largest per-step reward), got {scale}")
@@ -67,13 +63,12 @@ def chunk_transitions(
     """Chunk transitions of every demo: ``obs/<key>`` and ``next_obs/<key>`` (N, To, ...), ``action``
     (N, Ta·A) flattened executed chunks, ``reward`` (N,), ``done`` (N,).
 
-    With ``discount`` (γ per chunk transition) also ``mc_return`` (N,): the discounted return of the rest of
-    the demo from each chunk, R_t = r_t + γ·R_{t+Ta} (Cal-QL's lower bound). A demo that ends in a time-out
-    continues with its last chunk reward forever (r_last / (1 − γ)), a success with 0.
+    With ``discount`` (γ per chunk) also ``mc_return`` (N,), Cal-QL's bound R_t = r_t + γ·R_{t+Ta}; past the
+    demo's end a time-out keeps its last chunk reward forever (r_last / (1 − γ)), a success adds 0.
 
-    ``reward="sparse"``: −1 per chunk and 0 for the chunk in which the demo succeeded (its ``dones`` flag,
-    which collection sets only on true termination); ``"dense"``: the recorded rewards summed over the chunk;
-    ``"shaped"``: :func:`shaped_chunk_reward` of that sum (a cost in [-1, 0], ``reward_scale`` = max step reward).
+    ``reward="sparse"``: −1 per chunk, 0 for the chunk in which the demo succeeded (its ``dones`` flag, set
+    only on true termination); ``"dense"``: the recorded rewards summed over the chunk; ``"shaped"``:
+    :func:`shaped_chunk_reward` of that sum (``reward_scale`` = max step reward).
     """
     if reward not in REWARDS:
         raise ValueError(f"offline reward={reward!r} is not known: expected one of {REWARDS}")
@@ -92,25 +87,25 @@ def chunk_transitions(
                 )
             actions = np.asarray(ep["actions"], dtype=np.float32)  # (T, A)
             dones = np.asarray(ep["dones"]).astype(bool)  # (T,)
-            t_len = len(actions)
+            terminated = bool(dones.any())
             # Truncate at the first true termination: nothing after it was executed by the chunk wrapper.
-            if dones.any():
-                t_len = int(np.flatnonzero(dones)[0]) + 1
+            t_len = int(np.flatnonzero(dones)[0]) + 1 if terminated else len(actions)
             start = np.arange(t_len)  # (N,) every chunk start
-            steps = np.minimum(start[:, None] + np.arange(n_action_steps)[None], t_len - 1)  # (N, Ta)
+            at = start[:, None] + np.arange(n_action_steps)[None]  # (N, Ta) step of each chunk entry
+            steps = np.minimum(at, t_len - 1)  # (N, Ta)
             end = np.minimum(start + n_action_steps, t_len)  # index of s' in the T+1 state sequence
-            chunk_done = (start + n_action_steps >= t_len) & bool(dones.any())  # holds the terminal step
+            chunk_done = (start + n_action_steps >= t_len) & terminated  # holds the terminal step
             if reward == "sparse":
                 r = np.where(chunk_done, 0.0, -1.0)
             else:
                 rewards = np.asarray(ep["rewards"], dtype=np.float64)[:t_len]
-                valid = (start[:, None] + np.arange(n_action_steps)[None]) < t_len  # (N, Ta)
+                valid = at < t_len  # (N, Ta)
                 r = (rewards[steps] * valid).sum(axis=1)
                 if reward == "shaped":
                     r = shaped_chunk_reward(r, valid.sum(axis=1), n_action_steps, reward_scale)
             if discount is not None:
                 parts.setdefault("mc_return", []).append(
-                    _mc_returns(r, n_action_steps, discount, terminated=bool(dones.any()))
+                    _mc_returns(r, n_action_steps, discount, terminated=terminated)
                 )
             for k in keys:
                 obs = np.asarray(ep["obs"][k], dtype=np.float32)[:t_len]

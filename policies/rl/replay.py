@@ -1,9 +1,7 @@
 """The one replay buffer: preallocated tensors on the training device, any named fields.
 
-Transitions are stored field by field (``obs/state``, ``action``, ``reward``, ``next_obs/state``, ``done``,
-...), so the same buffer holds per-step or chunk transitions, actions or latent noises, offline
-demonstrations or online data. ``sample_mixed`` draws a fixed share from an offline buffer (RLPD's
-symmetric sampling).
+Transitions are stored field by field (``obs/state``, ``action``, ``reward``, ...), so one buffer holds any
+transitions, actions or latents, offline or online. ``sample_mixed``: a fixed offline share (RLPD's).
 """
 
 from __future__ import annotations
@@ -70,9 +68,7 @@ class ReplayBuffer:
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Tensors for an exact resume (only the filled part is stored)."""
         state = {f"data/{k}": v[: self.size].clone() for k, v in self.data.items()}
-        state["ptr"] = torch.tensor(self.ptr)
-        state["size"] = torch.tensor(self.size)
-        return state
+        return {**state, "ptr": torch.tensor(self.ptr), "size": torch.tensor(self.size)}
 
     def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
         self.size = int(state["size"])

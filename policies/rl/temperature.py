@@ -18,8 +18,7 @@ class Temperature(nn.Module):
 
     @staticmethod
     def check_lr(owner: str, lr: float) -> None:
-        """Every learner's ``temperature_lr`` check: 0 keeps α at its initial value; a negative rate would
-        drive the entropy away from its target, so it is refused with the learner's name."""
+        """Every learner's ``temperature_lr`` check: 0 keeps α fixed; a negative rate is refused."""
         if lr < 0:
             raise ValueError(f"{owner} temperature_lr={lr} must be >= 0 (0: α fixed)")
 

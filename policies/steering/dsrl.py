@@ -24,6 +24,8 @@ from torch import nn
 
 from policies.acting import ChunkPolicy
 from policies.rl import CriticEnsemble, ReplayBuffer, TanhGaussianActor, Temperature, polyak_update
+from policies.rl.nets import optimizer_step
+from policies.rl.replay import sample_mixed
 from policies.steering.loop import Flags, Obs, OnlineLearner, OnlineRunConfig, Sampler, load_run, run_online
 
 VARIANTS = ("na", "sac")
@@ -62,22 +64,17 @@ class DSRLConfig:
     init_temperature: float = 1.0  # reference (SB3 "auto")
     target_entropy: float = 0.0  # reference target_ent
     noise_critic_steps: int = 10  # reference: NA's Q^W distillation steps per update call
-    # NA: latents drawn per state in a distillation batch. 1 (reference): Q^W(s, w) ≈ Q^A(s, π(s, w)). K > 1
-    # (ours): K latents share each state and Q^W learns the within-state advantage Q^A − mean_K Q^A, which is
-    # all the actor's gradient uses; the across-state spread of Q^A (10× larger) no longer drowns it.
+    # NA: latents per state in a distillation batch. 1 (reference): Q^W(s, w) ≈ Q^A(s, π(s, w)). K > 1 (ours):
+    # Q^W learns the within-state advantage (all the actor's gradient uses), not Q^A's 10× larger spread.
     noise_critic_samples: int = 1  # reference
-    # NA: > 0 keeps a bank of that many observed states, each with K = noise_critic_samples latents decoded
-    # once when the state is observed (the base is frozen and deterministic, so a decoded chunk never goes
-    # stale): K − 1 drawn from N(0, I) and the latent the actor actually played there. Distillation reads the
-    # bank instead of decoding B chunks per step (the decode is 85% of a step on a CPU, so many more Q^W steps
-    # fit the same wall time), and the played latents teach Q^W the actor's own region: the tanh-bounded
-    # actor lives at half the norm of N(0, I)'s typical set, where Q^W fit on N(0, I) alone over-rates it
-    # (push-v3: predicted advantage 4.8 vs 0.8 under Q^A). Ours; 0 is the reference.
+    # NA: > 0 keeps a bank of that many observed states, each with K latents decoded once (the frozen base
+    # never makes a chunk stale): K − 1 from N(0, I) and the one the actor played there. Distillation reads it
+    # instead of decoding (85% of a CPU step), and the played latents fit Q^W where the tanh-bounded actor
+    # lives, which N(0, I) alone over-rates (push-v3: predicted advantage 4.8 vs 0.8 under Q^A).
     noise_bank: int = 0  # reference: fresh latents on replay batches
     backup_entropy: bool = True  # reference (SB3 SAC): subtract α·log π(w'|s') in the TD target
-    # full: one latent per (Tp, Da) noise entry (ajwagen/dsrl) | shared: one Da-vector repeated over the Tp rows
-    # (nakamotoo/dsrl_pi0's choice: a far smaller space for the critics to cover; check the base's success
-    # with repeated noise first, some bases degrade with it)
+    # full: one latent per (Tp, Da) noise entry | shared: one Da-vector repeated over the Tp rows (nakamotoo/
+    # dsrl_pi0: a far smaller space for the critics; check the base's success with repeated noise first)
     latent: str = "full"  # reference (ajwagen/dsrl)
 
     def __post_init__(self) -> None:
@@ -116,9 +113,6 @@ class DSRL(OnlineLearner):
         super().__init__()
         self.config = cfg = config or DSRLConfig()
         object.__setattr__(self, "base", base)  # not a sub-module: stays out of state_dict and optimizers
-        if isinstance(base, nn.Module):
-            base.requires_grad_(False)
-            base.eval()
         self.obs_keys = tuple(obs_keys)
         self.obs_dim = int(obs_dim)
         self.exec_slice = exec_slice
@@ -138,22 +132,18 @@ class DSRL(OnlineLearner):
             scale_in_log_prob=False,  # SB3 scores the [-1, 1] action and rescales outside the policy
         )
         self.temperature = Temperature(cfg.init_temperature, cfg.target_entropy)
+        self.critic = CriticEnsemble(obs_dim, self.taken_dim, **kw)  # NA: Q^A(s, a_executed); SAC: Q(s, w)
         if cfg.variant == "na":
-            self.critic = CriticEnsemble(obs_dim, self.exec_dim, **kw)  # Q^A(s, a_executed)
             self.noise_critic = CriticEnsemble(obs_dim, self.latent_dim, **kw)  # Q^W(s, w), no target
             self.noise_critic_opt = torch.optim.Adam(self.noise_critic.parameters(), lr=cfg.critic_lr)
-        else:
-            self.critic = CriticEnsemble(obs_dim, self.latent_dim, **kw)  # Q(s, w)
         self.critic_target = self.critic.make_target()
-        self.bank: ReplayBuffer | None = None
-        # The offline states' bank (``bank_offline``): distillation draws ``offline_share`` of its states there,
-        # the share of the actor's batches that comes from the demonstrations, so Q^W is fitted wherever the
-        # actor's gradient comes from.
+        use_bank = cfg.variant == "na" and cfg.noise_bank > 0
+        self.bank = ReplayBuffer(cfg.noise_bank, self._bank_spec(), device) if use_bank else None
+        # The offline states' bank (``bank_offline``): distillation draws the actor's offline share of its
+        # states there, so Q^W is fitted wherever the actor's gradient comes from.
         self.offline_bank: ReplayBuffer | None = None
         self.offline_share = 0.0
         self._played: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, chunk) of the last action
-        if cfg.variant == "na" and cfg.noise_bank > 0:
-            self.bank = ReplayBuffer(cfg.noise_bank, self._bank_spec(), device)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.temperature_opt = torch.optim.Adam(self.temperature.parameters(), lr=cfg.temperature_lr)
@@ -161,7 +151,7 @@ class DSRL(OnlineLearner):
         self.device = torch.device(device)
         self.to(self.device)
         if isinstance(base, nn.Module):
-            base.to(self.device)
+            base.requires_grad_(False).eval().to(self.device)
 
     def _bank_spec(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         k = self.config.noise_critic_samples
@@ -172,10 +162,6 @@ class DSRL(OnlineLearner):
         }
 
     # ----------------------------------------------------------------------------------------- acting
-    def features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Flattened low-dim observation history: {key: (B, To, D)} → (B, To·ΣD)."""
-        return torch.cat([obs[k].flatten(1).float() for k in self.obs_keys], dim=-1)
-
     def to_noise(self, latent: torch.Tensor) -> torch.Tensor:
         """Latent (B, latent_dim) → the base's initial noise (B, Tp, Da) (rows repeated if ``shared``)."""
         w = latent.reshape(latent.shape[0], *self.latent_shape)
@@ -184,8 +170,7 @@ class DSRL(OnlineLearner):
     @torch.no_grad()
     def decode(self, obs: dict[str, torch.Tensor], latent: torch.Tensor) -> torch.Tensor:
         """Executed chunk (B, Ta, Da) of the frozen base for latent (B, latent_dim); no autograd graph."""
-        noise = self.to_noise(latent)  # (B, Tp, Da)
-        chunk = torch.as_tensor(self.base.sample(obs, noise=noise))  # (B, Tp, Da)
+        chunk = torch.as_tensor(self.base.sample(obs, noise=self.to_noise(latent)))  # (B, Tp, Da)
         return chunk[:, self.exec_slice]
 
     @torch.no_grad()
@@ -202,17 +187,13 @@ class DSRL(OnlineLearner):
     def random_latent(self, batch: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """Warm-up latents: N(0, I), unclipped for NA; clipped to the bound for SAC (as the reference)."""
         w = torch.randn(batch, self.latent_dim, generator=generator, device=self.device)
-        return (
-            w if self.config.variant == "na" else w.clamp(-self.config.latent_bound, self.config.latent_bound)
-        )
+        bound = self.config.latent_bound
+        return w if self.config.variant == "na" else w.clamp(-bound, bound)
 
     # ---------------------------------------------------------------------------------------- learning
     def update(self, batch: dict[str, Any], generator: torch.Generator | None = None) -> dict[str, float]:
-        """One critic + actor + temperature step on a replay batch.
-
-        ``batch``: ``obs``/``next_obs`` dicts of (B, To, D), ``reward`` (B,), ``done`` (B,) (1 only on true
-        termination), and ``action`` (B, Ta·Da) executed chunks for NA or ``latent`` (B, Tp·Da) for SAC.
-        """
+        """One critic + actor + temperature step on a replay batch: ``obs``/``next_obs`` {k: (B, To, D)},
+        ``reward``, ``done`` (B,), and ``action`` (B, Ta·Da) executed chunks (NA) or ``latent`` (SAC)."""
         cfg = self.config
         s, s2 = self.features(batch["obs"]), self.features(batch["next_obs"])
         reward, done = batch["reward"].float(), batch["done"].float()
@@ -233,22 +214,15 @@ class DSRL(OnlineLearner):
         taken = batch["action"].flatten(1) if cfg.variant == "na" else batch["latent"].flatten(1)
         q = self.critic(s, taken)  # (E, B)
         critic_loss = 0.5 * ((q - target.unsqueeze(0)) ** 2).mean(dim=1).sum()
-        self.critic_opt.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        self.critic_opt.step()
+        optimizer_step(self.critic_opt, critic_loss)
 
         actor_loss, logp = self.actor_loss(s, alpha, generator)
-        self.actor_opt.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        self.actor_opt.step()
+        optimizer_step(self.actor_opt, actor_loss)
         self.critic_opt.zero_grad(set_to_none=True)  # the actor step leaves grads on the critics: drop them
         if cfg.variant == "na":
             self.noise_critic_opt.zero_grad(set_to_none=True)
 
-        temp_loss = self.temperature.loss(logp)
-        self.temperature_opt.zero_grad(set_to_none=True)
-        temp_loss.backward()
-        self.temperature_opt.step()
+        optimizer_step(self.temperature_opt, self.temperature.loss(logp))
         polyak_update(self.critic_target, self.critic, cfg.tau)
         with torch.no_grad():  # the evaluated (deterministic) latent: saturation shows as |w| → bound
             mode, _ = self.actor(s, deterministic=True)
@@ -265,10 +239,8 @@ class DSRL(OnlineLearner):
     def actor_loss(
         self, s: torch.Tensor, alpha: torch.Tensor, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(α·log π(w̃|s) − Q(s, w̃)).mean() — against Q^W for NA, never Q^A; also returns log π.
-
-        The heads are combined as the backup combines them (``backup``: min or mean), as the reference's
-        actor loss reads ``critic_backup_combine_type`` too."""
+        """(α·log π(w̃|s) − Q(s, w̃)).mean() — against Q^W for NA, never Q^A; also returns log π. Heads are
+        combined as in the backup (``backup``), as the reference's ``critic_backup_combine_type``."""
         w, logp = self.actor(s, generator=generator)
         actor_critic = self.noise_critic if self.config.variant == "na" else self.critic
         q_pi = actor_critic.reduce(actor_critic(s, w), self.config.backup)
@@ -279,22 +251,16 @@ class DSRL(OnlineLearner):
     ) -> dict[str, float]:
         """NA distillation: Q^W_i(s, w) ← Q^A_i(s, π_dp(s, w)), w ~ N(0, I) unclipped, online Q^A.
 
-        With ``noise_critic_samples`` K > 1 the batch is B/K states × K latents each and both sides are
-        centred per state: Q^W learns the advantage of a latent over the base's average at that state.
-        With ``noise_bank`` the states, latents and decoded chunks come from the bank (``obs`` unused).
+        K = ``noise_critic_samples`` > 1: B/K states × K latents, both sides centred per state (Q^W learns a
+        latent's advantage at its state). With ``noise_bank`` all comes from the bank (``obs`` unused).
         """
         cfg = self.config
         k = cfg.noise_critic_samples
         if self.bank is not None:
             if len(self.bank) == 0:
                 return {}
-            n = cfg.batch_size // k  # states
-            off_bank = self.offline_bank
-            n_off = round(n * self.offline_share) if off_bank is not None else 0
-            rows = self.bank.sample(n - n_off, generator)
-            if off_bank is not None and n_off:  # the actor's offline share of states, from the offline bank
-                off = off_bank.sample(n_off, generator)
-                rows = {name: torch.cat([off[name], rows[name]]) for name in rows}
+            n = cfg.batch_size // k  # states, the actor's offline share of them from the offline bank
+            rows = sample_mixed(self.offline_bank, self.bank, n, self.offline_share, generator)
             s = rows["features"].repeat_interleave(k, dim=0)  # (B, obs_dim)
             w = rows["latent"].flatten(0, 1)  # (B, latent_dim)
             executed = rows["executed"].flatten(0, 1)  # (B, Ta·Da)
@@ -313,9 +279,7 @@ class DSRL(OnlineLearner):
         if k > 1:
             pred, target = _centred(pred, k), _centred(target, k)
         loss = 0.5 * F.mse_loss(pred, target, reduction="none").mean(dim=1).sum()
-        self.noise_critic_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.noise_critic_opt.step()
+        optimizer_step(self.noise_critic_opt, loss)
         return {"noise_critic_loss": loss.item()}
 
     @torch.no_grad()
@@ -326,11 +290,9 @@ class DSRL(OnlineLearner):
         bank: ReplayBuffer | None = None,
         generator: torch.Generator | None = None,
     ) -> None:
-        """Keep K decoded latents per state of ``obs`` in the noise bank: K − 1 from N(0, I) and the played
-        ``(latent (N, latent_dim), executed chunk (N, Ta, Da))``, or K from N(0, I) when none is given.
-
-        ``bank``: where to keep them (default: the online bank). ``generator``: draws the latents (default:
-        the global, checkpointed RNG)."""
+        """Keep K decoded latents per state of ``obs`` in ``bank`` (default: the online one): K − 1 drawn from
+        N(0, I) by ``generator`` (default: the global RNG) and the ``played`` (latent (N, latent_dim), chunk
+        (N, Ta, Da)), or K drawn when none is given."""
         bank = bank if bank is not None else self.bank
         if bank is None:
             return
@@ -349,12 +311,9 @@ class DSRL(OnlineLearner):
     def bank_offline(
         self, obs: dict[str, torch.Tensor], share: float, seed: int = 0, chunk: int = 256
     ) -> None:
-        """NA with a noise bank: bank the offline (demonstration) states ``obs`` {key: (N, To, D)}, K latents
-        from N(0, I) each, into a bank of their own that distillation draws ``share`` of its states from.
-
-        Without it Q^W would only be fitted at online states while ``share`` of the actor's batch (its
-        ``offline_ratio``) sits at offline ones. The reference fits Q^W on replay batches, which hold the
-        offline data when it is loaded. Seeded by ``seed``, so the bank is the same on every (re)start.
+        """NA with a noise bank: bank the offline states ``obs`` {key: (N, To, D)}, K N(0, I) latents each,
+        in a bank of their own that distillation draws ``share`` of its states from (as the actor's batches;
+        the reference fits Q^W on replay batches, offline data included). Seeded: the same on every (re)start.
         """
         if self.bank is None or share <= 0:
             return
@@ -389,19 +348,17 @@ class DSRL(OnlineLearner):
         self, obs: dict[str, torch.Tensor], generator: torch.Generator
     ) -> tuple[torch.Tensor, torch.Tensor]:
         latent = self.random_latent(obs[self.obs_keys[0]].shape[0], generator)
-        chunk = self.decode(obs, latent)
-        self._played = (latent, chunk)
-        return self._taken(latent, chunk), chunk
+        return self._play(latent, self.decode(obs, latent))
 
     def explore(
         self, obs: dict[str, torch.Tensor], generator: torch.Generator
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        latent, chunk = self.act(obs, generator=generator)
-        self._played = (latent, chunk)
-        return self._taken(latent, chunk), chunk
+        return self._play(*self.act(obs, generator=generator))
 
-    def _taken(self, latent: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
-        return chunk.flatten(1) if self.config.variant == "na" else latent
+    def _play(self, latent: torch.Tensor, chunk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Remember the played (latent, chunk) for ``observe``; (taken, chunk) for the replay."""
+        self._played = (latent, chunk)
+        return (chunk.flatten(1) if self.config.variant == "na" else latent), chunk
 
     def learn(
         self, n_updates: int, n_transitions: int, sample: Sampler, generator: torch.Generator
@@ -484,21 +441,12 @@ class SteeredPolicy(ChunkPolicy):
 def load_steered_policy(path: str, deterministic: bool = True, which: str = "latest") -> SteeredPolicy:
     """Rebuild base + steering actor from a DSRL run directory (or one of its checkpoints).
 
-    ``which``: ``latest`` (the actor at the end of training) or ``best`` (the one that scored best in the
-    periodic evaluations; falls back to ``latest`` when the run never evaluated).
-
-    The base is reloaded from the path recorded at training time and checked against the recorded hash of
-    its weights, so a retrained or edited base is refused instead of silently steered with a stale actor.
+    ``which``: ``latest`` or ``best`` (the best periodic evaluation); the base is checked by :func:`load_run`.
     """
     ck, base = load_run(path, which, "dsrl", ("obs_dim", "exec_slice", "obs_keys", "dsrl"))
     cfg = ck.config
-    agent = DSRL(
-        base,
-        int(cfg["obs_dim"]),
-        slice(*cfg["exec_slice"]),
-        DSRLConfig(**{**cfg["dsrl"], "noise_bank": 0}),  # acting needs no distillation bank
-        tuple(cfg["obs_keys"]),
-    )
+    acting = DSRLConfig(**{**cfg["dsrl"], "noise_bank": 0})  # acting needs no distillation bank
+    agent = DSRL(base, int(cfg["obs_dim"]), slice(*cfg["exec_slice"]), acting, tuple(cfg["obs_keys"]))
     agent.load_state_dict(ck.modules["agent"])
     policy = SteeredPolicy(base, agent.eval(), deterministic=deterministic)
     policy.task = cfg.get("task") or getattr(base, "task", None)
@@ -508,11 +456,10 @@ def load_steered_policy(path: str, deterministic: bool = True, which: str = "lat
 def run_dsrl(
     agent: DSRL, env: Any, cfg: OnlineRunConfig, out_dir: str, offline: dict | None = None, **kwargs: Any
 ) -> dict[str, Any]:
-    """Train ``agent`` with the shared chunk-MDP loop (:func:`policies.steering.loop.run_online`; its keywords:
-    ``eval_fn``, ``resume``, ``checkpoint_config``).
+    """Train ``agent`` with the shared chunk loop (:func:`~policies.steering.loop.run_online`, its kwargs).
 
-    ``offline``: demonstration chunk transitions (NA only; field ``taken`` = executed chunks) mixed into
-    every batch at ``offline_ratio``. Returns the loop's metrics plus ``variant``.
+    ``offline``: demonstration chunk transitions (NA only; ``taken`` = executed chunks) mixed into every batch
+    at ``offline_ratio``. Returns the loop's metrics plus ``variant``.
     """
     if offline is not None and agent.config.variant != "na":
         raise ValueError(

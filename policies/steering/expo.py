@@ -2,20 +2,16 @@
 
 Three parts, as in ``expo/agents/sac/expo_learner.py``:
 
-- **Base policy** (a diffusion/flow policy from robosteer-train): keeps training with its own imitation loss
-  on offline demonstration windows + online episode windows, never on a Q-gradient. An EMA copy acts.
-- **Edit policy**: a tanh-Gaussian on (s, a) giving â = a + β·tanh(z); |â − a| ≤ β elementwise, and its
-  log-probability includes the tanh Jacobian and −d·log β.
-- **On-the-fly (OTF) policy**: N base samples, M of them edited once each, all N + M scored by the min over
-  a random subset of target-critic heads, argmax taken. The same operator acts, evaluates and forms the TD
-  target (online base params in the backup, EMA base for acting, as the reference).
+- **Base policy** (diffusion/flow): keeps imitating offline + online episode windows, never a Q-gradient;
+  an EMA copy acts.
+- **Edit policy**: a tanh-Gaussian on (s, a) giving â = a + β·tanh(z), |â − a| ≤ β elementwise.
+- **On-the-fly (OTF) policy**: N base samples, M of them edited once, all scored by the min over a random
+  subset of target-critic heads, argmax taken; the same operator acts, evaluates and forms the TD target.
 
-Updates (RLPD-style, per env step): ``utd`` critic steps on 50/50 offline/online batches (ensemble of 10 with
-LayerNorm, random 2-of-10 min target, no entropy in the backup), then one base BC step and one edit +
-temperature step on the last critic minibatch. β = 0 (or M = 0) is best-of-N; N = 1, M = 0 is the base
-alone (still imitating). ``policy="sac"`` is the RLPD baseline: a Gaussian SAC actor with the same critics
-and data mixing. The MDP action is the executed chunk (``action="chunk"``, our extension) or one env step
-(``action="single"``, the reference).
+Updates (RLPD-style): ``utd`` critic steps on 50/50 offline/online batches (10 LayerNorm heads, random
+2-of-10 min target, no backup entropy), then one base BC step and one edit + α step on the last critic
+minibatch. β = 0 or M = 0 is best-of-N; ``policy="sac"`` is RLPD's Gaussian actor with the same critics.
+The MDP action is the executed chunk (``action="chunk"``, ours) or one env step (``"single"``, the reference).
 """
 
 from __future__ import annotations
@@ -40,6 +36,7 @@ from policies.rl import (
     polyak_update,
     sample_mixed,
 )
+from policies.rl.nets import optimizer_step
 from policies.steering.loop import Flags, Obs, OnlineLearner, Sampler, load_run, run_online
 
 POLICIES = ("otf", "sac")
@@ -80,8 +77,7 @@ class EXPOConfig:
     adjust_target_entropy: bool = False  # reference
     backup_entropy: bool = False  # reference: EXPO has no entropy in the backup (every script); RLPD: true
     # which base decodes the TD backup's N samples at s': online (reference) | ema | bank: the EMA base's
-    # samples decoded once, when the transition was stored (offline ones: by the base as loaded), so a
-    # critic step decodes nothing (ours, for CPUs: the decode is 80 % of a critic step; the samples are stale)
+    # samples decoded once, at storage, so a critic step decodes nothing (ours, for CPUs: 80 % of a step)
     backup_base: str = "online"  # reference
     bc_offline_ratio: float = 0.5  # share of demonstration windows in each base BC batch
     bc_buffer_size: int = 100_000  # ours: online BC windows kept (the reference imitates the replay itself)
@@ -157,10 +153,9 @@ def _cosine(step: int, total: int) -> float:
 class EXPO(OnlineLearner):
     """Base (trained by imitation only) + edit policy + critic ensemble, or the RLPD actor (``policy=sac``).
 
-    ``base``: a generative policy with ``sample(obs, noise)``, ``noise_shape`` and ``loss(batch)``; EXPO
-    trains a deep copy, so the caller's object stays as loaded. ``obs_dim``: size of the flattened
-    observation history the critics and actors see. ``bc_offline``: demonstration windows in the base's
-    ``loss`` format (``obs/<key>`` (N, To, ...), ``action`` (N, Tp, Da)), see :func:`bc_windows`.
+    ``base``: a generative policy with ``sample(obs, noise)``, ``noise_shape`` and ``loss(batch)`` (EXPO
+    trains a deep copy). ``obs_dim``: size of the flattened observation history. ``bc_offline``:
+    demonstration windows in the base's ``loss`` format, see :func:`bc_windows`.
     """
 
     kind = "expo"
@@ -187,40 +182,29 @@ class EXPO(OnlineLearner):
         self.exec_slice = slice(to - 1, to - 1 + self.exec_steps)
         self.action_dim = self.exec_steps * self.noise_shape[1]  # d = E·Da
         self.taken_dim = self.action_dim
-        target_entropy = expo_target_entropy(cfg, self.action_dim)
         self.critic = CriticEnsemble(
             obs_dim, self.action_dim, cfg.hidden, cfg.num_critics, layer_norm=True, act=cfg.activation
         )
         self.critic_target = self.critic.make_target()
         self.actor: TanhGaussianActor | None = None  # edit actor on (s, a) for otf, SAC actor on s for sac
-        if cfg.policy == "sac":
+        if cfg.policy == "sac" or cfg.edits:
+            sac = cfg.policy == "sac"
+            in_dim, scale = (obs_dim, 1.0) if sac else (obs_dim + self.action_dim, cfg.edit_scale)
             self.actor = TanhGaussianActor(
-                obs_dim, self.action_dim, cfg.hidden, scale=1.0, act=cfg.activation, zero_init=False
+                in_dim, self.action_dim, cfg.hidden, scale=scale, act=cfg.activation, zero_init=False
             )
-        elif cfg.edits:
-            self.actor = TanhGaussianActor(
-                obs_dim + self.action_dim,
-                self.action_dim,
-                cfg.hidden,
-                scale=cfg.edit_scale,
-                act=cfg.activation,
-                zero_init=False,
-            )
-        self.temperature = Temperature(cfg.init_temperature, target_entropy)
+        self.temperature = Temperature(cfg.init_temperature, expo_target_entropy(cfg, self.action_dim))
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.temperature_opt = torch.optim.Adam(self.temperature.parameters(), lr=cfg.temperature_lr)
         self.actor_opt = (
             torch.optim.Adam(self.actor.parameters(), lr=cfg.edit_lr) if self.actor is not None else None
         )
-        self.base_opt = (
-            torch.optim.AdamW(self.base.parameters(), lr=cfg.base_lr, weight_decay=1e-4)  # optax's default
-            if cfg.policy == "otf"
-            else None
-        )
+        self.base_opt: torch.optim.AdamW | None = None  # RLPD never trains the base
+        if cfg.policy == "otf":  # weight decay: optax's default
+            self.base_opt = torch.optim.AdamW(self.base.parameters(), lr=cfg.base_lr, weight_decay=1e-4)
         self.register_buffer("base_steps", torch.zeros((), dtype=torch.long))  # drives the cosine LR
         # BC windows: demonstrations (fixed) and online episodes (grown by ``observe``)
-        bc_spec = {f"obs/{k}": (tuple(base.shape_meta["obs"][k]["shape"]), torch.float32) for k in obs_keys}
-        bc_spec = {k: ((to, *shape), dt) for k, (shape, dt) in bc_spec.items()}
+        bc_spec = {f"obs/{k}": ((to, *base.shape_meta["obs"][k]["shape"]), torch.float32) for k in obs_keys}
         bc_spec["action"] = (self.noise_shape, torch.float32)
         # The training device: networks, both base copies (in place: optimizers keep their parameters), BC replays.
         self.device = torch.device(device)
@@ -239,10 +223,6 @@ class EXPO(OnlineLearner):
         if cfg.policy == "sac":
             return "rlpd"
         return f"expo-{cfg.action}" if cfg.edits else f"best-of-{cfg.num_samples}"
-
-    def features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Flattened low-dim observation history: {key: (B, To, D)} → (B, To·ΣD)."""
-        return torch.cat([obs[k].flatten(1).float() for k in self.obs_keys], dim=-1)
 
     @torch.no_grad()
     def base_samples(
@@ -267,8 +247,7 @@ class EXPO(OnlineLearner):
     ) -> torch.Tensor:
         """The OTF candidate set (B, N + M, d): N base samples, then edits of the first M of them.
 
-        Draws base noise first, then edit noise, from ``generator`` (so β → 0 leaves the base samples as
-        they are). Edits are sampled, not taken at their mode, also at evaluation (as the reference).
+        Base noise is drawn before edit noise; edits are sampled, also at evaluation (as the reference).
         ``samples`` (B, N, d): base samples decoded earlier (``backup_base="bank"``), used instead of ``base``.
         """
         cfg = self.config
@@ -360,9 +339,7 @@ class EXPO(OnlineLearner):
         self, batch: dict[str, Any], generator: torch.Generator | None = None
     ) -> dict[str, float]:
         loss = self.critic_loss(batch, generator)
-        self.critic_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.critic_opt.step()
+        optimizer_step(self.critic_opt, loss)
         polyak_update(self.critic_target, self.critic, self.config.tau)
         return {"critic_loss": loss.item()}
 
@@ -373,14 +350,9 @@ class EXPO(OnlineLearner):
         if self.actor is None:
             return {}
         loss, logp = self.actor_loss(batch, generator)
-        self.actor_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.actor_opt.step()
+        optimizer_step(self.actor_opt, loss)
         self.critic_opt.zero_grad(set_to_none=True)  # the actor step leaves grads on the critics: drop them
-        temp_loss = self.temperature.loss(logp)
-        self.temperature_opt.zero_grad(set_to_none=True)
-        temp_loss.backward()
-        self.temperature_opt.step()
+        optimizer_step(self.temperature_opt, self.temperature.loss(logp))
         return {
             "actor_loss": loss.item(),
             "alpha": self.temperature.alpha.item(),
@@ -403,9 +375,7 @@ class EXPO(OnlineLearner):
     def update_base(self, generator: torch.Generator | None = None) -> dict[str, float]:
         """One imitation step of the online base (its own ``loss``), then the EMA base follows."""
         cfg = self.config
-        if self.base_opt is None:
-            return {}
-        batch = self.bc_batch(cfg.batch_size, generator)
+        batch = self.bc_batch(cfg.batch_size, generator) if self.base_opt is not None else None
         if batch is None:
             return {}
         for group in self.base_opt.param_groups:
@@ -413,9 +383,7 @@ class EXPO(OnlineLearner):
         self.base.train()
         loss, _ = self.base.loss(batch)
         self.base.eval()
-        self.base_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.base_opt.step()
+        optimizer_step(self.base_opt, loss)
         self.base_steps += 1
         polyak_update(self.base_ema, self.base, cfg.base_ema)
         return {"base_loss": loss.item()}
@@ -491,11 +459,8 @@ class EXPO(OnlineLearner):
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         opts = {"critic": self.critic_opt, "temperature": self.temperature_opt}
-        if self.actor_opt is not None:
-            opts["actor"] = self.actor_opt
-        if self.base_opt is not None:
-            opts["base"] = self.base_opt
-        return opts
+        opts.update(actor=self.actor_opt, base=self.base_opt)
+        return {name: opt for name, opt in opts.items() if opt is not None}
 
     def extra_state(self) -> dict[str, Any]:
         return {"bc_online": self.bc_online.state_dict()}
@@ -512,9 +477,8 @@ def episode_windows(
 ) -> dict[str, torch.Tensor]:
     """BC windows of one online episode, one per MDP step, in ``SequenceDataset``'s convention.
 
-    ``starts``: the observation history (To, ...) at each MDP step; ``actions``: the steps executed there,
-    (E_j, Da) each. Window j holds actions t_j − ``before`` ... t_j − before + Tp − 1, with positions outside
-    the episode repeating its first/last action (diffusion_policy's padding).
+    ``starts``: the history (To, ...) at each MDP step; ``actions``: the (E_j, Da) steps executed there.
+    Window j holds actions t_j − ``before`` ... + Tp − 1, padded with the episode's first/last action.
     """
     acts = torch.cat(list(actions))  # (T, Da)
     t0 = torch.tensor([0] + [len(a) for a in actions[:-1]]).cumsum(0)  # (J,) step index of each MDP step
@@ -536,10 +500,7 @@ def bc_windows(
 
 
 class OTFPlanner:
-    """EXPO's chunk planner: every plan's executed rows chosen by the on-the-fly operator over the EMA base.
-
-    Single-step EXPO re-plans every env step; the chunked variant every Ta steps. RLPD plays its actor's mean.
-    """
+    """EXPO's chunk planner: executed rows chosen by the OTF operator over the EMA base (RLPD: the mean)."""
 
     def __init__(self, agent: EXPO) -> None:
         self.agent = agent
@@ -574,11 +535,8 @@ def run_expo(agent: EXPO, env: Any, cfg: Any, out_dir: str, **kwargs: Any) -> di
 
 
 def load_expo_policy(path: str, which: str = "latest") -> OTFPolicy:
-    """Rebuild an EXPO / RLPD / best-of-N agent from its run directory (or checkpoint) for evaluation.
-
-    The base's architecture comes from the recorded base run, its (imitation-trained) weights from the run's
-    own checkpoint; the recorded hash guards against a base that was retrained in place.
-    """
+    """Rebuild an EXPO / RLPD / best-of-N agent from its run directory (or checkpoint) for evaluation: the
+    base's architecture from the recorded base run (:func:`load_run`), its trained weights from this run."""
     ck, base = load_run(path, which, "expo", ("obs_dim", "obs_keys", "expo"))
     cfg = ck.config
     acting = EXPOConfig(**{**cfg["expo"], "bc_buffer_size": 1})  # acting needs no imitation windows

@@ -1,15 +1,14 @@
 """The chunk-MDP online loop shared by every steering learner (DSRL, EXPO): collect, learn, evaluate, save.
 
-A learner plugs in through :class:`OnlineLearner`: it chooses each executed chunk (warm-up or exploration),
-consumes replay batches in ``learn``, and hands out a policy for evaluation. The loop owns the env, the
-transition replay (optionally mixed with offline demonstrations at a fixed share), TensorBoard, periodic
-evaluation with a ``best`` checkpoint, and ``checkpoints/latest`` with everything an exact resume needs
-(learner weights, optimizers, replay, counters, history, RNG states).
+A learner (:class:`OnlineLearner`) chooses each executed chunk, consumes replay batches and hands out a
+policy for evaluation. The loop owns the env, the replay (mixed with offline demonstrations at a fixed share),
+logging, periodic evaluation with a ``best`` checkpoint, and ``checkpoints/latest`` for an exact resume.
 """
 
 from __future__ import annotations
 
 import logging
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,10 +27,7 @@ DEVICES = ("cpu", "cuda", "auto")
 
 
 def resolve_device(name: str | torch.device) -> torch.device:
-    """The training device for ``device=cpu | cuda[:N] | auto`` (auto: cuda when available).
-
-    Fails early with the value and the valid choices, instead of deep inside the first tensor op.
-    """
+    """The training device for ``device=cpu | cuda[:N] | auto`` (auto: cuda when available); fails early."""
     text = str(name)
     kind = text.split(":", 1)[0]
     if kind not in DEVICES or (kind != "cuda" and ":" in text):
@@ -134,6 +130,10 @@ class OnlineLearner(nn.Module, ABC):
     def get_config(self) -> dict[str, Any]:
         """What rebuilds the learner (the checkpoint's config)."""
 
+    def features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Flattened low-dim observation history: {key: (B, To, D)} → (B, To·ΣD)."""
+        return torch.cat([obs[k].flatten(1).float() for k in self.obs_keys], dim=-1)
+
     def observe(self, obs: Obs, chunk: torch.Tensor, steps: Flags, done: Flags, success: Flags) -> None:
         """Every collected transition (executed steps per row, episode ends, ends in success)."""
 
@@ -177,12 +177,9 @@ def transition_spec(
     """Replay fields of one chunk transition: ``obs/<k>``, ``next_obs/<k>``, ``taken``, ``reward``, ``done``,
     then the learner's ``extra`` fields (:meth:`OnlineLearner.transition_fields`)."""
     spec: dict[str, tuple[tuple[int, ...], torch.dtype]] = {}
-    for k in keys:
-        spec[f"obs/{k}"] = (tuple(obs_space[k].shape), torch.float32)
-        spec[f"next_obs/{k}"] = (tuple(obs_space[k].shape), torch.float32)
-    spec["taken"] = ((taken_dim,), torch.float32)
-    spec["reward"] = ((), torch.float32)
-    spec["done"] = ((), torch.float32)
+    for k in keys:  # obs/k first, then next_obs/k
+        spec[f"obs/{k}"] = spec[f"next_obs/{k}"] = (tuple(obs_space[k].shape), torch.float32)
+    spec.update(taken=((taken_dim,), torch.float32), reward=((), torch.float32), done=((), torch.float32))
     for name, field in (extra or {}).items():
         if name in spec or "/" in name:
             raise ValueError(f"learner transition field {name!r} clashes with the replay's own fields")
@@ -283,8 +280,6 @@ def run_online(
         if saved.numel() == gen.get_state().numel():
             gen.set_state(saved)
         else:  # written on another device kind (CPU Mersenne Twister vs CUDA Philox): not an exact resume
-            import warnings
-
             warnings.warn(
                 f"resume on device={device.type}: the checkpoint's generator state is from another device kind; "
                 "reseeding it (the run continues, but not bit-for-bit)",
@@ -318,6 +313,9 @@ def run_online(
     def sample(batch_size: int) -> dict[str, Any]:
         return as_batch(sample_mixed(offline_buf, buffer, batch_size, cfg.offline_ratio, gen), keys)
 
+    def tensors(obs: dict[str, Any]) -> dict[str, torch.Tensor]:
+        return {k: torch.as_tensor(obs[k], dtype=torch.float32, device=device) for k in keys}
+
     # Resumed runs restart their episodes from a fresh seed: env simulator state is not checkpointed.
     obs = env.reset(seed=cfg.seed + 7919 * counters["transitions"])
     num_envs = env.num_envs
@@ -331,13 +329,9 @@ def run_online(
             evaluate()  # the untrained learner on top of the base: the "step 0" point of the curve
         while counters["env_steps"] < cfg.env_steps and not run.should_stop():
             before = int(counters["env_steps"])
-            obs_t = {
-                k: torch.as_tensor(obs[k], dtype=torch.float32, device=device) for k in keys
-            }  # once a step
-            if counters["transitions"] < cfg.warmup_chunks:
-                taken, chunk = learner.warmup_action(obs_t, gen)
-            else:
-                taken, chunk = learner.explore(obs_t, gen)
+            obs_t = tensors(obs)  # once a step
+            warm = counters["transitions"] < cfg.warmup_chunks
+            taken, chunk = (learner.warmup_action if warm else learner.explore)(obs_t, gen)
             next_obs, reward, terminated, truncated, info = env.step(chunk.cpu().numpy())
             steps = np.asarray(info["steps_executed"])
             success = np.asarray(info["success"], dtype=bool)
@@ -350,7 +344,7 @@ def run_online(
             terminated = np.asarray(terminated, dtype=bool)  # (B,) episode ended in success
             done_any = terminated | np.asarray(truncated)
             real_next = final_obs(info, next_obs, done_any, keys)
-            next_t = {k: torch.as_tensor(real_next[k], dtype=torch.float32, device=device) for k in keys}
+            next_t = tensors(real_next)
             buffer.add(
                 **{f"obs/{k}": obs_t[k] for k in keys},
                 **{f"next_obs/{k}": next_t[k] for k in keys},
@@ -379,19 +373,17 @@ def run_online(
                 counters["updates"] += n_updates
 
             postfix: dict[str, str] = {}
-            if counters["env_steps"] >= next_log:
+            if (step := counters["env_steps"]) >= next_log:
                 next_log += cfg.log_every
                 elapsed = max(run.seconds(), 1e-9)
-                run.scalar("perf/env_steps_per_s", counters["env_steps"] / elapsed, counters["env_steps"])
-                run.scalar("perf/updates_per_s", counters["updates"] / elapsed, counters["env_steps"])
+                run.scalar("perf/env_steps_per_s", step / elapsed, step)
+                run.scalar("perf/updates_per_s", counters["updates"] / elapsed, step)
                 for k, v in info_acc.items():
-                    run.scalar(f"train/{k}", v, counters["env_steps"])
+                    run.scalar(f"train/{k}", v, step)
                 if recent:
                     rate = float(np.mean([s for s, _ in recent[-50:]]))
-                    run.scalar("train/success_rate", rate, counters["env_steps"])
-                    run.scalar(
-                        "train/return", float(np.mean([x for _, x in recent[-50:]])), counters["env_steps"]
-                    )
+                    run.scalar("train/success_rate", rate, step)
+                    run.scalar("train/return", float(np.mean([x for _, x in recent[-50:]])), step)
                     postfix = {"success": f"{rate:.0%}", "q": f"{info_acc.get('q', 0):.2f}"}
             run.progress(int(steps.sum()), **postfix)
             if eval_fn is not None and run.due(counters["env_steps"], cfg.eval_every, before):
@@ -425,10 +417,8 @@ def run_online(
 def load_run(path: str, which: str, kind: str, keys: tuple[str, ...]) -> tuple[Any, Any]:
     """(checkpoint with module ``agent``, its base policy) of a steering run directory or checkpoint.
 
-    ``which``: ``latest`` or ``best`` (falls back to ``latest`` when the run never evaluated). The base is
-    reloaded from the path recorded at training time and checked against the recorded hash of its weights,
-    so a retrained or edited base is refused instead of silently combined with a stale learner. A DSRL run
-    from scratch (``base=scratch``) gets its identity noise → chunk map back.
+    ``which``: ``latest`` or ``best`` (``latest`` when the run never evaluated). The base is reloaded from its
+    recorded path and refused if its weights' hash changed; ``base=scratch`` gets its identity map back.
     """
     from policies.checkpoint import CheckpointError, load_checkpoint, load_policy, state_dict_hash
     from policies.steering.scratch import SCRATCH, make_scratch_base

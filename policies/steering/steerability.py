@@ -1,9 +1,8 @@
 """Can DSRL steer this base? How far its executed chunk moves with the latent, measured before training.
 
-DSRL only chooses among the chunks the frozen base produces for different noise. A Diffusion Policy trained
-on clean scripted demos barely depends on its noise, so an hour of DSRL changes nothing and nothing says
-why. This check decodes ``latents`` N(0, I) latents at each of a sample of states and compares two spreads
-of the executed chunk (std per action entry, averaged over entries):
+DSRL only chooses among the chunks the frozen base produces for different noise; a policy trained on clean
+scripted demos barely depends on its noise, and DSRL silently changes nothing. This check decodes N(0, I)
+latents at a sample of states and compares two spreads of the executed chunk (std per entry, averaged):
 
 - ``over_noise``: at a fixed state, across latents (what the actor can choose among);
 - ``over_states``: across states, of the chunk averaged over latents (how much the task asks it to move).
@@ -61,10 +60,8 @@ class FixedLatentPlanner:
         self.agent, self.latent = agent, latent  # latent: (latent_dim,)
 
     def plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
-        n = next(iter(obs.values())).shape[0]
-        return self.agent.base.sample(
-            obs, noise=self.agent.to_noise(self.latent.expand(n, -1))
-        )  # (n, Tp, Da)
+        noise = self.agent.to_noise(self.latent.expand(next(iter(obs.values())).shape[0], -1))
+        return self.agent.base.sample(obs, noise=noise)  # (n, Tp, Da)
 
     def reset_rows(self, rows: torch.Tensor | None) -> None:
         """Stateless: every chunk depends on the current obs window only."""
@@ -122,11 +119,8 @@ def sample_states(
         idx = torch.randperm(n, generator=gen)[: min(count, n)]
         return {k: offline[f"obs/{k}"][idx].float().cpu() for k in keys}
     parts: dict[str, list[torch.Tensor]] = {k: [] for k in keys}
-    got, i = 0, 0
-    while got < count:
+    for i in range(-(-count // env.num_envs)):  # ⌈count / num_envs⌉ resets
         obs = env.reset(seed=seed + 7919 * i)
         for k in keys:
             parts[k].append(torch.as_tensor(obs[k], dtype=torch.float32))
-        got += env.num_envs
-        i += 1
     return {k: torch.cat(v)[:count] for k, v in parts.items()}

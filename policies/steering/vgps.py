@@ -4,12 +4,10 @@ At every re-plan, draw K action chunks from a frozen generalist, score each with
 (the *target* network, min over heads), and execute one chosen by softmax(Q/β) (β > 0) or argmax (β = 0).
 Neither the policy nor the critic is ever updated: both are only called under ``torch.no_grad()``.
 
-The policy is a black box: the wrapper needs only ``sample(obs, noise=None) -> (B, Tp, Da)`` (and calls
-``reset()`` if present), so a local ``GenerativePolicy`` and a remote policy-server client wrap alike. The K
-candidates are one ``sample`` call on the observation batch repeated K times (one round trip for a client).
-Because a client's own ``act`` would execute its own queue, the wrapper keeps its own To-step observation
-history and Ta-step action queue (same conventions as ``GenerativePolicy.act``: the first observation of an
-episode is repeated To times, executed actions are chunk rows To-1 .. To-1+Ta-1, per-row resets).
+The policy is a black box with ``sample(obs, noise=None) -> (B, Tp, Da)`` (and ``reset()`` if present), so a
+local ``GenerativePolicy`` and a remote policy-server client wrap alike; the K candidates are one ``sample``
+call on the batch repeated K times. The wrapper acts through its own ``ActionQueue`` (a client's ``act``
+would execute the client's own chunk).
 
 What is scored (``score=``): ``first`` — the first executed action (the reference: a per-step critic), or
 ``chunk`` — all Ta executed actions (a chunk critic). The critic's ``action_steps`` must match. The critic
@@ -48,8 +46,7 @@ def select(q: torch.Tensor, temperature: float, generator: torch.Generator | Non
 
 
 def _attr(policy: Any, name: str) -> Any:
-    cfg = getattr(policy, "config", None)
-    value = getattr(cfg, name, None) if cfg is not None else None
+    value = getattr(getattr(policy, "config", None), name, None)
     return value if value is not None else getattr(policy, name, None)
 
 
@@ -61,13 +58,10 @@ class VGPSPolicy:
         critic: a frozen ``NormalizedCritic`` (``score(obs, action, task_id) -> (B,)``) or any callable
             ``critic(obs, action, task_id) -> (B,)`` (tests plant one).
         samples: K candidates per re-plan; K = 1 returns the policy's chunk untouched (the critic is not called).
-        temperature: β; 0 = argmax.
-        score: ``first`` or ``chunk`` (see above).
+        temperature: β; 0 = argmax. score: ``first`` or ``chunk`` (see above).
         n_obs_steps / n_action_steps: To / Ta; default: the policy's ``config`` (a client must pass them).
-            A smaller ``n_action_steps`` executes fewer rows of each chosen chunk and re-plans sooner (the
-            reference re-selects at every step: Octo's chunks go through its temporal ensembler).
-        task_id: the task index the critic was trained with (multi-task critics), or None.
-        seed: seeds the selection draws (reproducible deployments).
+            A smaller Ta re-plans sooner (the reference re-selects every step, through Octo's ensembler).
+        task_id: the task index of a multi-task critic, or None. seed: seeds the selection draws.
     """
 
     def __init__(

@@ -156,8 +156,8 @@ FAULTS = [
     _f(
         "dsrl: offline share ignored in the bank distillation",
         DSRL,
-        "n_off = round(n * self.offline_share) if off_bank is not None else 0",
-        "n_off = 0",
+        "self.bank, n, self.offline_share, generator)",
+        "self.bank, n, 0.0, generator)",
         T_DSRL,
     ),
     _f(
@@ -288,8 +288,8 @@ FAULTS = [
     _f(
         "loop: warm-up one iteration too long",
         LOOP,
-        'if counters["transitions"] < cfg.warmup_chunks:',
-        'if counters["transitions"] <= cfg.warmup_chunks:',
+        'warm = counters["transitions"] < cfg.warmup_chunks',
+        'warm = counters["transitions"] <= cfg.warmup_chunks',
         T_LOOP,
     ),
     _f(

@@ -27,8 +27,8 @@ FAULTS = [
     ),
     _fault(
         "expo: temperature step on −log π (the entropy) instead of log π",
-        "temp_loss = self.temperature.loss(logp)",
-        "temp_loss = self.temperature.loss(-logp)",
+        "optimizer_step(self.temperature_opt, self.temperature.loss(logp))",
+        "optimizer_step(self.temperature_opt, self.temperature.loss(-logp))",
     ),
     _fault(
         "rlpd: actor loss scores the actor's mean instead of a sample",
@@ -126,8 +126,8 @@ FAULTS = [
     ),
     _fault(
         "expo: edited action not scaled by β",
-        "scale=cfg.edit_scale,",
-        "scale=1.0,",
+        "(obs_dim + self.action_dim, cfg.edit_scale)",
+        "(obs_dim + self.action_dim, 1.0)",
     ),
     _fault(
         "expo: OTF edits taken at their mode instead of sampled",
