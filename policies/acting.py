@@ -1,16 +1,10 @@
 """Per-step acting over any chunk planner: the one action queue every policy acts through.
 
 A chunk policy predicts Tp actions from a To-step observation window and executes Ta of them before it
-plans again (diffusion_policy's ``MultiStepWrapper``, LeRobot's ``select_action`` queue). That bookkeeping is
-the same whoever plans the chunk, so it lives here once:
-
-- a trained policy plans with its own sampler (``GenerativePolicy.plan``; SDP keeps a per-row stream buffer);
-- DSRL plans with the base decoded at its actor's latent, EXPO with its on-the-fly operator, V-GPS with a
-  critic's pick among K base chunks: each is a :class:`ChunkPlanner` under the same :class:`ActionQueue`.
-
-Rows are independent: each keeps its own observation history and queue, and only the rows whose queue ran
-out are re-planned (``plan`` on that row subset), so vectorised evaluation and per-connection serving both
-work on one object.
+plans again (diffusion_policy's ``MultiStepWrapper``, LeRobot's ``select_action`` queue). That bookkeeping
+is the same whoever plans the chunk (a trained policy's sampler, DSRL, EXPO, V-GPS: each a
+:class:`ChunkPlanner`), so it lives here once. Rows are independent: each keeps its own history and queue,
+and only the rows whose queue ran out are re-planned, so vectorised evaluation and serving share one object.
 """
 
 from __future__ import annotations

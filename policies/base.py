@@ -221,13 +221,6 @@ class GenerativePolicy(nn.Module, ABC):
         return (self.config.horizon, self.action_dim)
 
     # ------------------------------------------------------------------ observation handling
-    def _as_tensor(self, key: str, x: Any, rgb: bool | None = None) -> torch.Tensor:
-        dev = self._device
-        t = x if isinstance(x, torch.Tensor) and x.device == dev else torch.as_tensor(x, device=dev)
-        if rgb if rgb is not None else self.shape_meta["obs"][key].get("type", "low_dim") == "rgb":
-            return t  # uint8 kept; the normaliser converts
-        return t if t.dtype == torch.float32 else t.float()
-
     def _obs_to_tensors(self, obs: ObsLike, steps: bool) -> dict[str, torch.Tensor]:
         """Validate keys and shapes: (B, To, *shape) when ``steps`` else (B, *shape)."""
         out = {}
@@ -237,7 +230,11 @@ class GenerativePolicy(nn.Module, ABC):
                 raise KeyError(
                     f"observation lacks key {key!r}; policy expects {self.obs_keys}, got {sorted(obs)}"
                 )
-            t = self._as_tensor(key, obs[key], rgb)
+            t = obs[key]
+            if not (isinstance(t, torch.Tensor) and t.device == self._device):
+                t = torch.as_tensor(t, device=self._device)
+            if not rgb and t.dtype != torch.float32:
+                t = t.float()  # images stay uint8: the normaliser converts them
             if t.shape[lead:] != shape or t.dim() != lead + len(shape):
                 want = "(B, To, " if steps else "(B, "
                 raise ValueError(
@@ -315,10 +312,8 @@ class GenerativePolicy(nn.Module, ABC):
     def sample(self, obs: ObsLike, noise: Any = None, prefix: Any = None) -> torch.Tensor:
         """Action chunk (B, Tp, Da) in raw units; with ``noise`` given, a deterministic function of (obs, noise).
 
-        ``prefix`` (B, P, Da) raw actions, P <= Tp: the chunk's first P actions are already decided (the past
-        actions of the obs window and those in flight to the robot); the returned chunk starts with them and
-        its rest is sampled consistent with them by inpainting (real-time chunking's idea: a plan made from a
-        stale observation must continue what the robot will execute meanwhile). Policies with
+        ``prefix`` (B, P, Da) raw actions, P <= Tp, already decided (e.g. in flight to the robot): the chunk
+        starts with them and its rest is sampled consistent with them (real-time chunking). Policies with
         ``supports_prefix`` only; P = 0 is the plain sample.
         """
         with torch.no_grad():

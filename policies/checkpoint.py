@@ -52,7 +52,6 @@ FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
 EXTRA_NAME = "extra"
 _RESERVED = {EXTRA_NAME, "config"}
-_KNOWN_POLICIES = ("diffusion", "flow", "streaming")
 _WHICH = ("best", "latest", "ema")
 
 
@@ -191,12 +190,10 @@ def _clean_stale_temps(path: Path) -> None:
         try:
             pid = int(tmp.name.rsplit("-", 2)[-2])
             os.kill(pid, 0)
-        except (ValueError, IndexError):
+        except (ValueError, IndexError, PermissionError):
             continue
         except ProcessLookupError:
             shutil.rmtree(tmp, ignore_errors=True)
-        except PermissionError:
-            continue
 
 
 def save_checkpoint(
@@ -245,12 +242,11 @@ def save_checkpoint(
         if extra is not None:
             tensors = {}
             skeleton = _flatten(dict(extra), "", tensors)
-            digests[f"{EXTRA_NAME}.json"] = _write_json(tmp / f"{EXTRA_NAME}.json", skeleton)
+            structure, file = f"{EXTRA_NAME}.json", f"{EXTRA_NAME}.safetensors"
+            digests[structure] = _write_json(tmp / structure, skeleton)
             if tensors:
-                digests[f"{EXTRA_NAME}.safetensors"] = _write_tensors(
-                    tmp / f"{EXTRA_NAME}.safetensors", tensors
-                )
-            cfg["extra"] = {"structure": f"{EXTRA_NAME}.json", "tensors": bool(tensors)}
+                digests[file] = _write_tensors(tmp / file, tensors)
+            cfg["extra"] = {"structure": structure, "tensors": bool(tensors)}
         cfg["sha256"] = digests
         # config.json last: a directory with a config.json lists only files that were fully written.
         _write_json(tmp / CONFIG_FILE, cfg)
@@ -354,24 +350,16 @@ def load_checkpoint(path: str | os.PathLike, names: Iterable[str] | None = None)
         entry = available[name]
         tensors = _read_tensors(path / entry["file"], f"{name} weights", sums.get(entry["file"]))
         if "structure" in entry:
-            skeleton = _read_json(
-                path / entry["structure"], f"{name} structure", sums.get(entry["structure"])
-            )
-            modules[name] = _unflatten(skeleton, tensors)
-        else:
-            modules[name] = tensors
+            skel = _read_json(path / entry["structure"], f"{name} structure", sums.get(entry["structure"]))
+            tensors = _unflatten(skel, tensors)
+        modules[name] = tensors
     extra: dict[str, Any] = {}
     if "extra" in cfg:
-        skeleton = _read_json(
-            path / cfg["extra"]["structure"], "extra state", sums.get(cfg["extra"]["structure"])
-        )
-        tensors = (
-            _read_tensors(
-                path / f"{EXTRA_NAME}.safetensors", "extra tensors", sums.get(f"{EXTRA_NAME}.safetensors")
-            )
-            if cfg["extra"]["tensors"]
-            else {}
-        )
+        structure, file = cfg["extra"]["structure"], f"{EXTRA_NAME}.safetensors"
+        skeleton = _read_json(path / structure, "extra state", sums.get(structure))
+        tensors = {}
+        if cfg["extra"]["tensors"]:
+            tensors = _read_tensors(path / file, "extra tensors", sums.get(file))
         extra = _unflatten(skeleton, tensors)
     return Checkpoint(path=path, config=cfg, modules=modules, extra=extra)
 
@@ -423,20 +411,9 @@ def find_checkpoint(path: str | os.PathLike, which: str = "best") -> tuple[Path,
 
 
 def _known_policies() -> list[str]:
-    try:
-        from policies import registry  # owned by the policy package; optional here
+    from policies.registry import list_policies  # imported on use: it pulls in the policy classes
 
-        for attr in ("available_policies", "list_policies", "names"):
-            fn = getattr(registry, attr, None)
-            if callable(fn):
-                return sorted(fn())
-        for attr in ("POLICIES", "REGISTRY", "_REGISTRY"):
-            table = getattr(registry, attr, None)
-            if isinstance(table, Mapping):
-                return sorted(table)
-    except ImportError:
-        pass
-    return list(_KNOWN_POLICIES)
+    return list_policies()
 
 
 def load_policy(
@@ -450,18 +427,14 @@ def load_policy(
     """
     import policies
 
-    make_policy = getattr(policies, "make_policy", None)
-    if make_policy is None:
-        from policies.registry import make_policy
-
     ckpt_dir, module = find_checkpoint(path, which)
     cfg = read_checkpoint_config(ckpt_dir)
     where = ckpt_dir / CONFIG_FILE
     pol = cfg.get("policy")
-    if not isinstance(pol, dict) or not isinstance(pol.get("name"), str):
-        raise CheckpointError(f"{where}: key 'policy.name' is missing (expected one of {_known_policies()})")
-    name = pol["name"]
     known = _known_policies()
+    if not isinstance(pol, dict) or not isinstance(pol.get("name"), str):
+        raise CheckpointError(f"{where}: key 'policy.name' is missing (expected one of {known})")
+    name = pol["name"]
     if name not in known:
         near = difflib.get_close_matches(name, known, n=1)
         hint = f"; nearest valid choice: {near[0]!r}" if near else ""
@@ -470,7 +443,7 @@ def load_policy(
         raise CheckpointError(f"{where}: key 'shape_meta' is missing")
     policy_cfg = {k: v for k, v in (pol.get("config") or {}).items() if k != "name"}
     try:
-        policy = make_policy(name, cfg["shape_meta"], stats=None, **policy_cfg)
+        policy = policies.make_policy(name, cfg["shape_meta"], stats=None, **policy_cfg)
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{where}: 'policy.config' does not fit policy {name!r}: {e}") from e
     state = load_checkpoint(ckpt_dir, names=[module]).modules[module]
@@ -503,12 +476,10 @@ def jsonable(x: Any) -> Any:
         return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
         return [jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
+    if isinstance(x, np.ndarray | torch.Tensor):
         return x.tolist()
     if isinstance(x, np.generic):
         return x.item()
-    if isinstance(x, torch.Tensor):
-        return x.tolist()
     if isinstance(x, Path):
         return str(x)
     if x is None or isinstance(x, bool | int | float | str):

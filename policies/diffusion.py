@@ -1,21 +1,11 @@
 """Diffusion Policy (Chi et al.): DDPM training, DDIM (eta=0) or DDPM sampling, diffusers schedulers.
 
-Sampling with DDIM uses a vectorised update over precomputed coefficients instead of calling
-``DDIMScheduler.step`` in the loop: diffusers' per-step bookkeeping (~0.17 ms) is comparable to one
-forward pass of the default MLP (~0.3 ms). The coefficients are computed with the same float32 tensor
-operations as ``DDIMScheduler.step``, so the result matches diffusers' loop (tested to 1e-6, "leading"
-timestep spacing, ``set_alpha_to_one=True``, ``steps_offset=0``: t in {90, 80, ..., 0} for 100/10).
-
-``scheduler="ddpm"`` samples DDPM ancestrally (stochastic) when no noise is given, with the same kind of
-vectorised loop (``DDPMTable``: posterior-mean coefficients, fixed_small standard deviation and x0 clipping
-computed with ``DDPMScheduler.step``'s float32 ops; ``step`` itself costs ~0.24 ms per call). Given the
-same per-step noise it matches diffusers' ``DDPMScheduler`` loop (tested to 1e-5); it draws that noise from
-the generator (or the global RNG) in the same order, so a seeded run reproduces diffusers' loop exactly.
-When ``noise`` is given, sampling is always DDIM with eta=0 so the result is a deterministic function of
-(obs, noise), which latent-noise steering (DSRL) relies on.
-
-The coefficient tables are built once per inference-step count and kept per device as 0-d tensors
-(multiplying by a 0-d tensor is cheaper than by a Python float and gives the same float32 result).
+Sampling loops over precomputed per-step coefficients instead of calling ``DDIMScheduler.step`` /
+``DDPMScheduler.step``, whose bookkeeping (~0.2 ms) rivals a forward pass of the default MLP (~0.3 ms).
+The coefficients use the schedulers' own float32 ops, so the loops match diffusers' (DDIM: "leading"
+spacing, ``set_alpha_to_one=True``, ``steps_offset=0``; DDPM: the same noise draws in the same order).
+Given ``noise``, sampling is always DDIM eta=0, a deterministic function of (obs, noise) that DSRL
+relies on. Tables are built once per step count and kept per device as 0-d tensors (cheaper than floats).
 """
 
 from __future__ import annotations
@@ -26,7 +16,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from diffusers import DDIMScheduler, DDPMScheduler
+from diffusers import DDPMScheduler
 
 from policies.base import GenerativePolicy, PolicyConfig, _check_choice
 
@@ -95,48 +85,47 @@ def ddim_update(
     return sap * x0 + sdir * eps
 
 
-class DDIMTable:
-    """Per-timestep DDIM coefficients, computed with diffusers' float32 ops, for a fixed inference grid."""
+class _StepTable:
+    """Per sampling step: a timestep and a row of 0-d float32 coefficients, copied once per device."""
 
-    def __init__(self, train_scheduler: DDPMScheduler, num_inference_steps: int) -> None:
-        cfg = train_scheduler.config
-        ratio = cfg.num_train_timesteps // num_inference_steps
-        self.ratio = ratio
-        self.timesteps = [k * ratio for k in range(num_inference_steps)][::-1]  # "leading", offset 0
-        ac = train_scheduler.alphas_cumprod.float()  # (T,)
-        one = torch.tensor(1.0)
-        # indexed by inference level k in [0, N-1]: timestep k*ratio, previous level k-1 (alpha_bar = 1 below 0)
-        a_t = torch.stack([ac[k * ratio] for k in range(num_inference_steps)])  # (N,)
-        a_prev = torch.stack([ac[(k - 1) * ratio] if k > 0 else one for k in range(num_inference_steps)])
-        zero = torch.tensor(0.0)
-        self.sa = torch.stack([a**0.5 for a in a_t])  # (N,)
-        self.sb = torch.stack([(1 - a) ** 0.5 for a in a_t])
-        self.sap = torch.stack([a**0.5 for a in a_prev])
-        self.sdir = torch.stack([(1 - a - zero**2) ** 0.5 for a in a_prev])
-        self.sa_l, self.sb_l = self.sa.tolist(), self.sb.tolist()
-        self.sap_l, self.sdir_l = self.sap.tolist(), self.sdir.tolist()
-        self._per_device: dict[torch.device, tuple[list[torch.Tensor], list[tuple[torch.Tensor, ...]]]] = {}
+    timesteps: list[int]
+    rows: list[tuple[torch.Tensor | None, ...]]
+    _per_device: dict[torch.device, tuple[list[torch.Tensor], list[tuple[Any, ...]]]]
 
-    def steps(self, device: torch.device) -> tuple[list[torch.Tensor], list[tuple[torch.Tensor, ...]]]:
-        """Per sampling step i (level k = N-1-i): timestep (1,) long and 0-d (sa, sb, sap, sdir) on ``device``."""
+    def steps(self, device: torch.device) -> tuple[list[torch.Tensor], list[tuple[Any, ...]]]:
+        """Per step: timestep (1,) long and the row's coefficients on ``device``."""
         if device not in self._per_device:
-            n = len(self.timesteps)
-            ts = [torch.tensor([t], device=device) for t in self.timesteps]
-            coefs = [
-                tuple(v[k].to(device) for v in (self.sa, self.sb, self.sap, self.sdir))
-                for k in range(n - 1, -1, -1)
-            ]
-            self._per_device[device] = (ts, coefs)
+            self._per_device[device] = (
+                [torch.tensor([t], device=device) for t in self.timesteps],
+                [tuple(None if v is None else v.to(device) for v in row) for row in self.rows],
+            )
         return self._per_device[device]
 
 
-class DDPMTable:
-    """Per-step DDPM ancestral-sampling coefficients, computed with ``DDPMScheduler.step``'s float32 ops.
+class DDIMTable(_StepTable):
+    """DDIM coefficients (sa, sb, sap, sdir) per step, computed with diffusers' float32 ops."""
 
-    For each inference timestep t (diffusers' ``set_timesteps`` grid, previous step from
-    ``previous_timestep``): sa = sqrt(alpha_bar_t), sb = sqrt(1 - alpha_bar_t) for the x0 estimate,
-    c0 / c1 the posterior-mean coefficients of x0 / x_t (DDPM eq. 7) and std the fixed_small standard
-    deviation sqrt(clamp(beta_tilde_t, 1e-20)) (None at t = 0, where diffusers adds no noise).
+    def __init__(self, train_scheduler: DDPMScheduler, num_inference_steps: int) -> None:
+        n = num_inference_steps
+        self.ratio = ratio = train_scheduler.config.num_train_timesteps // n
+        self.timesteps = [k * ratio for k in range(n)][::-1]  # "leading", offset 0
+        ac = train_scheduler.alphas_cumprod.float()  # (T,)
+        # indexed by inference level k in [0, N-1]: timestep k*ratio, previous level k-1 (alpha_bar = 1 below 0)
+        a_t = ac[: n * ratio : ratio]  # (N,)
+        a_prev = torch.cat([torch.ones(1), a_t[:-1]])
+        self.sa, self.sb = a_t**0.5, (1 - a_t) ** 0.5  # (N,)
+        self.sap, self.sdir = a_prev**0.5, (1 - a_prev) ** 0.5
+        # step i runs at level k = N-1-i
+        self.rows = [tuple(v[k] for v in (self.sa, self.sb, self.sap, self.sdir)) for k in range(n)][::-1]
+        self._per_device = {}
+
+
+class DDPMTable(_StepTable):
+    """DDPM ancestral-sampling coefficients per step, computed with ``DDPMScheduler.step``'s float32 ops.
+
+    Rows (sa, sb, c0, c1, std): sqrt(alpha_bar_t) and sqrt(1 - alpha_bar_t) for the x0 estimate, the
+    posterior-mean coefficients of x0 / x_t (DDPM eq. 7) and the fixed_small standard deviation (None at
+    t = 0, where diffusers adds no noise).
     """
 
     def __init__(self, scheduler: DDPMScheduler, num_inference_steps: int) -> None:
@@ -145,9 +134,8 @@ class DDPMTable:
             raise ValueError("DDPMTable reproduces variance_type='fixed_small' without thresholding only")
         scheduler.set_timesteps(num_inference_steps)
         ac, one = scheduler.alphas_cumprod, scheduler.one
-        self.timesteps: list[int] = [int(t) for t in scheduler.timesteps]
-        self.rows: list[tuple[torch.Tensor, ...]] = []  # (sa, sb, c0, c1) per step, 0-d float32
-        self.stds: list[torch.Tensor | None] = []
+        self.timesteps = [int(t) for t in scheduler.timesteps]
+        self.rows = []
         for t in self.timesteps:
             prev_t = int(scheduler.previous_timestep(t))
             a_t = ac[t]
@@ -158,24 +146,10 @@ class DDPMTable:
             current_beta_t = 1 - current_alpha_t
             c0 = (a_prev ** (0.5) * current_beta_t) / beta_prod_t
             c1 = current_alpha_t ** (0.5) * beta_prod_t_prev / beta_prod_t
-            self.rows.append((a_t ** (0.5), beta_prod_t ** (0.5), c0, c1))
-            if t > 0:
-                variance = torch.clamp((1 - a_prev) / (1 - a_t) * current_beta_t, min=1e-20)
-                self.stds.append(variance**0.5)
-            else:
-                self.stds.append(None)
-        self._per_device: dict[torch.device, tuple[list[torch.Tensor], list[tuple[Any, ...]]]] = {}
-
-    def steps(self, device: torch.device) -> tuple[list[torch.Tensor], list[tuple[Any, ...]]]:
-        """Per step: timestep (1,) long and (sa, sb, c0, c1, std or None) on ``device``."""
-        if device not in self._per_device:
-            ts = [torch.tensor([t], device=device) for t in self.timesteps]
-            coefs = [
-                (*(v.to(device) for v in row), None if std is None else std.to(device))
-                for row, std in zip(self.rows, self.stds)
-            ]
-            self._per_device[device] = (ts, coefs)
-        return self._per_device[device]
+            variance = torch.clamp((1 - a_prev) / (1 - a_t) * current_beta_t, min=1e-20)
+            std = variance**0.5 if t > 0 else None
+            self.rows.append((a_t ** (0.5), beta_prod_t ** (0.5), c0, c1, std))
+        self._per_device = {}
 
 
 def ddpm_noise(x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
@@ -215,24 +189,6 @@ class DiffusionPolicy(GenerativePolicy):
             clip_sample_range=c.clip_sample_range,
             prediction_type=c.prediction_type,
         )
-
-    def make_ddim_scheduler(self) -> DDIMScheduler:
-        """The stock diffusers DDIM scheduler our vectorised sampler reproduces (used by tests and tools)."""
-        c = self.config
-        s = DDIMScheduler(
-            num_train_timesteps=c.num_train_timesteps,
-            beta_start=c.beta_start,
-            beta_end=c.beta_end,
-            beta_schedule=c.beta_schedule,
-            clip_sample=c.clip_sample,
-            clip_sample_range=c.clip_sample_range,
-            set_alpha_to_one=True,
-            steps_offset=0,
-            prediction_type=c.prediction_type,
-            timestep_spacing="leading",
-        )
-        s.set_timesteps(c.num_inference_steps)
-        return s
 
     def ddim_table(self, num_inference_steps: int | None = None) -> DDIMTable:
         n = num_inference_steps or self.config.num_inference_steps
@@ -303,42 +259,34 @@ class DiffusionPolicy(GenerativePolicy):
 
     # ------------------------------------------------------------------ sampling
     def _sample_normalized(self, cond: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        return self.ddim_sample(cond, noise)
-
-    def ddim_sample(self, cond: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """DDIM eta=0 from x_T = noise (B, Tp, Da), normalised units; a deterministic map."""
-        ts, coefs = self.ddim_table().steps(noise.device)
-        b = noise.shape[0]
-        x = noise
-        pt, clip, model = self.config.prediction_type, self._clip, self.model
-        for t, (sa, sb, sap, sdir) in zip(ts, coefs):
-            out = model(x, self._levels(t, b), cond)  # (B, Tp, Da)
-            x = ddim_update(x, out, sa, sb, sap, sdir, pt, clip)
-        return x
+        return self._sample_normalized_prefix(cond, noise, None)
 
     supports_prefix = True
 
     def _sample_normalized_prefix(
-        self, cond: torch.Tensor, noise: torch.Tensor, prefix: torch.Tensor
+        self, cond: torch.Tensor, noise: torch.Tensor, prefix: torch.Tensor | None
     ) -> torch.Tensor:
-        """DDIM conditioned on the first P actions (deterministic in (obs, noise, prefix), like ``ddim_sample``).
+        """DDIM, conditioned on the first P actions when ``prefix`` (B, P, Da) is given (still deterministic).
 
         Prefix-conditioned policies see the known actions clean at level 0 (as trained); others inpaint by
         replacement: before every denoiser call the first P positions of x_t are the known actions noised
         to level t with the chunk's own noise, so the denoiser completes the rest around them."""
         ts, coefs = self.ddim_table().steps(noise.device)
-        b, p = noise.shape[0], prefix.shape[1]
-        x = noise.clone()
+        b = noise.shape[0]
+        x = noise if prefix is None else noise.clone()
         pt, clip, model = self.config.prediction_type, self._clip, self.model
-        known = torch.arange(self.config.horizon, device=noise.device)[None] < p  # (1, Tp)
+        if prefix is not None:
+            p = prefix.shape[1]
+            known = torch.arange(self.config.horizon, device=noise.device)[None] < p  # (1, Tp)
         for t, (sa, sb, sap, sdir) in zip(ts, coefs):
-            if self.prefix_conditioned:
+            levels = self._levels(t, b)  # (B,) or (B, Tp)
+            if prefix is not None and self.prefix_conditioned:
                 x[:, :p] = prefix
-                levels = torch.where(known, 0, t.reshape(1, 1)).expand(b, -1)  # (B, Tp)
-                out = model(x, levels, cond)
-            else:
+                levels = torch.where(known, 0, levels)  # (B, Tp)
+            elif prefix is not None:
                 x[:, :p] = sa * prefix + sb * noise[:, :p]  # q(x_t | prefix), (B, P, Da)
-                out = model(x, self._levels(t, b), cond)  # (B, Tp, Da)
+            out = model(x, levels, cond)  # (B, Tp, Da)
             x = ddim_update(x, out, sa, sb, sap, sdir, pt, clip)
         return x
 

@@ -18,27 +18,15 @@ from torch import nn
 from policies.normalizer import buffer_key
 
 
-def mlp(
-    in_dim: int, hidden: Sequence[int], out_dim: int | None = None, act: type[nn.Module] = nn.Mish
-) -> nn.Sequential:
-    """Plain MLP; ``out_dim=None`` ends on the last hidden layer with its activation."""
-    layers: list[nn.Module] = []
-    d = in_dim
-    for h in hidden:
-        layers += [nn.Linear(d, h), act()]
-        d = h
-    if out_dim is not None:
-        layers.append(nn.Linear(d, out_dim))
-    return nn.Sequential(*layers)
-
-
 class LowDimEncoder(nn.Module):
-    """Identity (diffusion_policy's default for state) or an MLP over one low-dim key."""
+    """Identity (diffusion_policy's default for state) or an MLP (Linear + Mish per layer) over one low-dim key."""
 
     def __init__(self, in_dim: int, hidden: Sequence[int] = ()) -> None:
         super().__init__()
-        self.net = mlp(in_dim, hidden) if hidden else nn.Identity()
-        self.out_dim = hidden[-1] if hidden else in_dim
+        dims = [in_dim, *hidden]
+        layers = [m for d, h in zip(dims, hidden) for m in (nn.Linear(d, h), nn.Mish())]
+        self.net = nn.Sequential(*layers) if hidden else nn.Identity()
+        self.out_dim = dims[-1]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, D) -> (N, out_dim)
         return self.net(x)

@@ -86,25 +86,19 @@ class FlowPolicy(GenerativePolicy):
     supports_prefix = True
 
     def _sample_normalized_prefix(
-        self, cond: torch.Tensor, noise: torch.Tensor, prefix: torch.Tensor
+        self, cond: torch.Tensor, noise: torch.Tensor, prefix: torch.Tensor | None
     ) -> torch.Tensor:
-        """Euler steps with inpainting by replacement: before every velocity call the first P positions of
-        x(t) are on the straight path from their noise to the known actions, (1 - t) noise + t prefix."""
+        """K Euler steps from x(0) = noise to x(1). With ``prefix`` (B, P, Da), inpainting by replacement:
+        before every velocity call the first P positions of x(t) are (1 - t) noise + t prefix."""
         dt, times = self._euler_grid(noise.device)
-        k, p = self.config.num_inference_steps, prefix.shape[1]
-        b = noise.shape[0]
-        x, model = noise.clone(), self.model
+        k, b = self.config.num_inference_steps, noise.shape[0]
+        x, model = (noise if prefix is None else noise.clone()), self.model
         for i, t in enumerate(times):
-            s = i / k
-            x[:, :p] = (1.0 - s) * noise[:, :p] + s * prefix  # (B, P, Da)
+            if prefix is not None:
+                p, s = prefix.shape[1], i / k
+                x[:, :p] = (1.0 - s) * noise[:, :p] + s * prefix  # (B, P, Da)
             x = x + dt * model(x, t if b == 1 else t.expand(b), cond)
         return x.clamp(-1.0, 1.0) if self.config.clip_sample else x
 
     def _sample_normalized(self, cond: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """K Euler steps from x(0) = noise to x(1)."""
-        dt, times = self._euler_grid(noise.device)
-        b = noise.shape[0]
-        x, model = noise, self.model
-        for t in times:
-            x = x + dt * model(x, t if b == 1 else t.expand(b), cond)
-        return x.clamp(-1.0, 1.0) if self.config.clip_sample else x
+        return self._sample_normalized_prefix(cond, noise, None)

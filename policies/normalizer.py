@@ -100,20 +100,15 @@ class Normalizer(nn.Module):
             mod.offset.copy_(offset.float())
             mod.fitted.fill_(True)
 
-    def _check(self, key: str) -> _Affine:
-        mod = self.affine[buffer_key(key)]
-        if not bool(mod.fitted):
+    def _fitted_buffers(self, key: str) -> dict[str, Any]:
+        """The scale/offset buffers of ``key`` (low-dim or ``action``); raises if unknown or not fitted."""
+        bufs = self._bufs.get(key)
+        if bufs is None or not bool(bufs["fitted"]):
+            self.affine[buffer_key(key)]  # an unknown key raises ModuleDict's KeyError here
             raise NormalizerNotFittedError(
                 f"normaliser for {key!r} is not fitted: pass stats= to make_policy or load a state dict"
             )
-        return mod
-
-    def _fitted_buffers(self, key: str) -> dict[str, Any]:
-        """The scale/offset buffers of ``key`` (low-dim or ``action``); raises if not fitted."""
-        bufs = self._bufs.get(key)
-        if bufs is None or not bool(bufs["fitted"]):
-            self._check(key)  # the KeyError / NormalizerNotFittedError with its message
-        return bufs  # type: ignore[return-value]
+        return bufs
 
     def normalize(self, key: str, x: torch.Tensor) -> torch.Tensor:
         """Raw units -> network units. Low-dim/action: (..., D); rgb: uint8 (..., H, W, 3) -> float."""

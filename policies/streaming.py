@@ -18,16 +18,13 @@ Training (``loss``) uses N = num_train_timesteps: with probability ``p_chunkwise
 k(i, j) = floor(N (c(i)+1)/h) - 1 - j with j ~ U{0 .. floor(N/h) - 1}, else one level ~ U{0 .. N-1} for
 all positions (plain DP). ``act`` and ``stream_step`` use the buffer. ``sample(obs, noise)`` is stateless and
 deterministic in noise (what DSRL, EXPO and V-GPS draw candidates from), two ways (``sample_levels``):
-"streaming" (default) is a cold-start streaming call: constant levels from N_inf-1 down to chunk 0's start
-level, the positions of later chunks set back to their start levels (level N_inf-1: the noise itself, as
-appended positions are; in between: forward-noised with it), then one streaming call. It spends its last
-denoiser calls on chunk-wise level vectors (80 % of training), like ``act``; like ``act``'s plan, the chunk's
-positions after To-1+Ta-1 are returned partly denoised (they are never executed). "constant" is a full
-N_inf-step DDIM at one level for every position (DP sampling with this network; 20 % of training). The
-20,000-step MT10 generalists (README, V-GPS; 3 seeds) score 0.717 with one "streaming" sample per 4 steps and
-0.693 with "constant" (their ``act``: 0.727), and as V-GPS candidates (K = 32) 0.865 and 0.818.
-Per-row reset re-initialises that row's buffer; all rows then keep identical level vectors, so the rows
-planned together always share one level schedule.
+"streaming" (default) is a cold-start streaming call: constant levels down to chunk 0's start level, later
+chunks' positions set back to their start levels with the same noise, then one streaming call, so its last
+denoiser calls use chunk-wise level vectors like ``act`` (positions after To-1+Ta-1 come back partly
+denoised; they are never executed). "constant" is a full N_inf-step DDIM at one level for every position
+(DP sampling with this network). On the MT10 generalists "streaming" scores higher (README, V-GPS).
+Per-row reset re-initialises that row's buffer; all rows keep identical level vectors, so the rows planned
+together always share one level schedule.
 """
 
 from __future__ import annotations
@@ -46,11 +43,9 @@ from policies.diffusion import DDIMTable, DiffusionConfig, DiffusionPolicy, ddim
 class LevelSchedule:
     """The per-step tables for ``n_steps`` DDIM steps from one per-position level vector ``start`` (Tp,).
 
-    Built once per (start, n_steps) and validated then: stepping at a negative level (which would wrap
-    ``alphas_cumprod``) raises here instead of being checked with a host sync on every step. Per step i:
-    the denoiser's train timesteps (1, Tp) and the DDIM coefficients (sa, sb, sap, sdir) gathered at the
-    step's levels and laid out (1, Tp, Da) (same-shape products are cheaper than (B, Tp, 1) broadcasts; the
-    values are the gathered table entries, so results equal the per-step gather bit for bit).
+    Built and validated once per (start, n_steps), so negative levels (which would wrap ``alphas_cumprod``)
+    need no host sync per step. Per step: train timesteps (1, Tp) and (sa, sb, sap, sdir) gathered at the
+    step's levels, laid out (1, Tp, Da) (cheaper than (B, Tp, 1) broadcasts, same values).
     """
 
     def __init__(self, tab: DDIMTable, start: torch.Tensor, n_steps: int, action_dim: int) -> None:
@@ -127,9 +122,8 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
     config_class = StreamingConfig
     config: StreamingConfig
     per_position_levels = True
-    supports_prefix = (
-        False  # its denoiser runs on per-position levels; the DDIM inpainting path does not apply
-    )
+    # its denoiser runs on per-position levels; the DDIM inpainting path does not apply
+    supports_prefix = False
 
     def __init__(
         self, shape_meta: Mapping[str, Any], config: StreamingConfig, stats: Mapping[str, Any] | None = None
@@ -209,12 +203,8 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
             )
 
     def check_stream_schedule(self) -> None:
-        """Validate the streaming call's level schedule once, at construction (it never changes).
-
-        Every call starts from ``init_levels`` (checked per call on the buffer's level vector), runs
-        ``nfe_per_call`` steps without a negative level (checked when the schedule is built), ends with the
-        executed positions clean (-1), and shift + append + re-noise restores ``init_levels`` exactly.
-        """
+        """Validate once that a streaming call from ``init_levels`` ends with the executed positions clean (-1)
+        and that shift + append + re-noise restores ``init_levels`` exactly (the schedule never changes)."""
         c = self.config
         final = self.level_schedule(self.init_levels, self.nfe_per_call, torch.device("cpu")).final_levels
         if not bool((final[: self.exec_pos + 1] == -1).all()):
@@ -234,15 +224,13 @@ class StreamingDiffusionPolicy(DiffusionPolicy):
     def level_schedule(self, start: torch.Tensor, n_steps: int, device: torch.device) -> LevelSchedule:
         """The cached (validated) schedule for ``n_steps`` DDIM steps from the level vector ``start`` (Tp,)."""
         key = (tuple(start.tolist()), n_steps, self.config.num_inference_steps, device)
-        sched = self._schedules.get(key)
-        if sched is None:
-            cpu_key = (*key[:3], torch.device("cpu"))
-            base = self._schedules.get(cpu_key)
-            if base is None:
-                base = LevelSchedule(self.ddim_table(), start, n_steps, self.action_dim)
-                self._schedules[cpu_key] = base
-            sched = self._schedules[key] = base if device == torch.device("cpu") else base.to(device)
-        return sched
+        if key not in self._schedules:
+            cpu = torch.device("cpu")
+            if device == cpu:
+                self._schedules[key] = LevelSchedule(self.ddim_table(), start, n_steps, self.action_dim)
+            else:
+                self._schedules[key] = self.level_schedule(start, n_steps, cpu).to(device)
+        return self._schedules[key]
 
     def _run_schedule(self, x: torch.Tensor, cond: torch.Tensor, sched: LevelSchedule) -> torch.Tensor:
         """DDIM steps of a validated schedule on x (B, Tp, Da); all rows share the schedule's levels."""

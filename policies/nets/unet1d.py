@@ -55,9 +55,8 @@ class ConditionalResidualBlock1D(nn.Module):
         )
         self.residual_conv = nn.Conv1d(cin, cout, 1) if cin != cout else nn.Identity()
 
-    def forward(
-        self, x: torch.Tensor, cond: torch.Tensor
-    ) -> torch.Tensor:  # (B, Cin, T), (B, C) -> (B, Cout, T)
+    def forward(self, x: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        """(B, Cin, T), (B, C) -> (B, Cout, T)."""
         out = self.blocks[0](x)
         embed = self.cond_encoder(cond)
         if self.cond_predict_scale:
@@ -107,28 +106,13 @@ class ConditionalUnet1D(nn.Module):
         self.mid_modules = nn.ModuleList([res(mid_dim, mid_dim), res(mid_dim, mid_dim)])
         self.down_modules = nn.ModuleList()
         for ind, (din, dout) in enumerate(in_out):
-            is_last = ind >= len(in_out) - 1
-            self.down_modules.append(
-                nn.ModuleList(
-                    [
-                        res(din, dout),
-                        res(dout, dout),
-                        nn.Conv1d(dout, dout, 3, 2, 1) if not is_last else nn.Identity(),
-                    ]
-                )
-            )
-        self.up_modules = nn.ModuleList()
-        for ind, (din, dout) in enumerate(reversed(in_out[1:])):
-            is_last = ind >= len(in_out) - 1
-            self.up_modules.append(
-                nn.ModuleList(
-                    [
-                        res(dout * 2, din),
-                        res(din, din),
-                        nn.ConvTranspose1d(din, din, 4, 2, 1) if not is_last else nn.Identity(),
-                    ]
-                )
-            )
+            blocks = [res(din, dout), res(dout, dout)]
+            blocks.append(nn.Identity() if ind == len(in_out) - 1 else nn.Conv1d(dout, dout, 3, 2, 1))
+            self.down_modules.append(nn.ModuleList(blocks))
+        self.up_modules = nn.ModuleList(  # every up stage upsamples: there is one fewer than down stages
+            nn.ModuleList([res(dout * 2, din), res(din, din), nn.ConvTranspose1d(din, din, 4, 2, 1)])
+            for din, dout in reversed(in_out[1:])
+        )
         self.final_conv = nn.Sequential(
             Conv1dBlock(start_dim, start_dim, kernel_size, n_groups), nn.Conv1d(start_dim, input_dim, 1)
         )

@@ -27,6 +27,7 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from policies.optim import lr_lambda
 from policies.rl import NormalizedCritic, TanhGaussianActor, Temperature, polyak_update
+from policies.rl.nets import optimizer_step
 
 
 @dataclass
@@ -146,25 +147,18 @@ class CalQL(nn.Module):
             self.action_dim,
             cfg,
         )
-        self.critic_opt.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        self.critic_opt.step()
+        optimizer_step(self.critic_opt, critic_loss)
         self.critic_sched.step()
 
         a_pi, logp = self.actor(s, generator=generator)
         actor_loss = (alpha * logp - self.critic.q(s, a_pi).min(dim=0).values).mean()
-        self.actor_opt.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        self.actor_opt.step()
+        optimizer_step(self.actor_opt, actor_loss)
         self.actor_sched.step()
         self.critic_opt.zero_grad(set_to_none=True)  # the actor step leaves grads on the critic: drop them
 
         with torch.no_grad():  # the reference tunes α on the entropy of fresh actions at s'
             _, logp_s2 = self.actor(s2, generator=generator)
-        temp_loss = self.temperature.loss(logp_s2)
-        self.temperature_opt.zero_grad(set_to_none=True)
-        temp_loss.backward()
-        self.temperature_opt.step()
+        optimizer_step(self.temperature_opt, self.temperature.loss(logp_s2))
         polyak_update(self.critic.q_target, self.critic.q, cfg.tau)
         return {
             "critic_loss": critic_loss.item(),

@@ -21,6 +21,7 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from policies.optim import lr_lambda
 from policies.rl import NormalizedCritic, mlp, polyak_update
+from policies.rl.nets import optimizer_step
 
 
 @dataclass
@@ -81,18 +82,14 @@ class IQL(nn.Module):
             q_t = self.critic.q_target(s, a).min(dim=0).values  # (B,)
         v = self.value(s).squeeze(-1)  # (B,)
         value_loss = expectile_loss(q_t - v, cfg.expectile)
-        self.value_opt.zero_grad(set_to_none=True)
-        value_loss.backward()
-        self.value_opt.step()
+        optimizer_step(self.value_opt, value_loss)
         self.value_sched.step()
 
         with torch.no_grad():
             target = reward + cfg.discount * (1.0 - done) * self.value_target(s2).squeeze(-1)  # (B,)
         q = self.critic.q(s, a)  # (E, B)
         critic_loss = ((q - target.unsqueeze(0)) ** 2).mean()
-        self.critic_opt.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        self.critic_opt.step()
+        optimizer_step(self.critic_opt, critic_loss)
         self.critic_sched.step()
         polyak_update(self.critic.q_target, self.critic.q, cfg.tau)
         polyak_update(self.value_target, self.value, cfg.tau)
