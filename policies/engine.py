@@ -1,18 +1,13 @@
 """One run's lifecycle, shared by every learning loop: imitation, value learning and online steering.
 
-Each loop owns only what is its own — where its batches come from and what one update is
-(``policies/train/trainer.py``, ``policies/value/learner.py``, ``policies/steering/loop.py``) — and hands
-the rest to :class:`RunEngine`: refusing to overwrite a run, resuming from ``checkpoints/latest``, the metric
-stream (:class:`RunLog`), the progress bar, the wall-time budget, the non-finite guard that names the last
-good checkpoint, periodic evaluation through the callback scripts/ hands in (every RNG forked, so evaluating
-never changes training) with its ``best`` record, Ctrl-C as a graceful stop, atomic ``latest`` / ``best`` /
-every-N ``history`` checkpoints and ``metrics.json``. A logger (W&B, in :mod:`policies.run_log`) or an
-actor–learner split is added here, once, for every algorithm.
+Each loop owns where its batches come from and what one update is; :class:`RunEngine` owns the rest:
+refusing to overwrite a run, resuming from ``checkpoints/latest``, the metric stream, progress bar and
+wall-time budget, periodic evaluation with every RNG forked and its ``best`` record, Ctrl-C as a graceful
+stop, atomic ``latest`` / ``best`` / ``history`` checkpoints and ``metrics.json``.
 
-Why the NaN guard: one NaN in one action of a dataset used to train to the end, exit 0 and write a checkpoint
-whose weights were mostly NaN, which was then served and deployed. Each loop checks its losses at every update
-and the engine checks the trainable weights before every save, raising :class:`NonFiniteError` instead: the
-checkpoint on disk stays the last good one (the console scripts exit 1 with one line).
+Why the NaN guard: one NaN in one action of a dataset once trained to the end, exited 0 and wrote (then
+deployed) a checkpoint of mostly NaN weights. Losses are checked at every update and weights before every
+save, raising :class:`NonFiniteError`, so the checkpoint on disk stays the last good one.
 """
 
 from __future__ import annotations
@@ -46,20 +41,16 @@ class NonFiniteError(RuntimeError):
 
 
 def losses(info: Mapping[str, Any]) -> dict[str, Any]:
-    """The entries of an update's info whose name ends in ``loss``: the figures that must stay finite (other
-    diagnostics may be NaN by design, e.g. Cal-QL's bound rate without Monte-Carlo returns)."""
+    """An update's ``*loss`` entries: those must stay finite (other diagnostics may be NaN by design)."""
     return {k: v for k, v in info.items() if k.endswith("loss")}
 
 
 @contextmanager
 def stop_on_ctrl_c() -> Iterator[threading.Event]:
-    """Ctrl-C as a flag the loop polls between units of work, not an exception raised wherever it lands.
+    """Ctrl-C as a flag the loop polls between units of work; a second Ctrl-C raises KeyboardInterrupt.
 
-    Why: CPython drops an exception raised inside a weakref callback or ``__del__`` ("Exception ignored in
-    ..."), so a KeyboardInterrupt that lands in one is lost and the loop runs on (robosteer-collect hung
-    like that once in ~50 interrupts). A flag cannot be lost. A second Ctrl-C raises KeyboardInterrupt at
-    once, for a unit of work that does not end. Where Ctrl-C is ignored (a background job) or this is not
-    the main thread, nothing is installed and the flag is never set.
+    Why: CPython drops a KeyboardInterrupt that lands in a weakref callback or ``__del__``, and the loop ran
+    on; a flag cannot be lost. Off the main thread or where SIGINT is ignored, nothing is installed.
     """
     stop = threading.Event()
     main = threading.current_thread() is threading.main_thread()
@@ -118,10 +109,8 @@ class RunSettings(Protocol):
 class RunEngine:
     """The lifecycle of the run in ``out_dir``; ``main=False`` (a DDP rank > 0) writes nothing.
 
-    ``what`` names the run in errors ("training", "steering (dsrl)"); ``unit`` names what its steps count
-    ("step", "env step"); ``total`` sizes the progress bar; ``settings`` gives the progress bar, the wall-time
-    budget and ``keep_every`` (> 0: copy ``latest`` to ``checkpoints/history/<step>`` at the first save on or
-    past each multiple of it); without settings: no bar, no budget, no history.
+    ``what`` names the run in errors ("training"), ``unit`` what its steps count ("env step"), ``total`` sizes
+    the progress bar; without ``settings``: no bar, no wall-time budget, no history.
     """
 
     def __init__(
@@ -168,7 +157,7 @@ class RunEngine:
         """``checkpoints/latest`` when resuming (None otherwise); the loop loads its own state from it."""
         if not self.resuming:
             return None
-        ck = load_checkpoint(self.latest, names=list(names) if names is not None else None)
+        ck = load_checkpoint(self.latest, names=names)
         log.info("resuming %s", ck.path)
         return ck
 
@@ -221,9 +210,7 @@ class RunEngine:
 
     def check(self, values: Mapping[str, Any], step: int) -> None:
         """Raise :class:`NonFiniteError` on any NaN/inf among ``values`` (floats or one-element tensors)."""
-        floats = {
-            k: float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for k, v in values.items()
-        }
+        floats = {k: float(v.detach() if isinstance(v, torch.Tensor) else v) for k, v in values.items()}
         bad = ", ".join(f"{k} = {x}" for k, x in floats.items() if not math.isfinite(x))
         if bad:
             raise self.stopped(f"non-finite {bad}", step)
@@ -237,8 +224,7 @@ class RunEngine:
 
     # ------------------------------------------------------------------ evaluation
     def due(self, step: int, every: int, last: int) -> bool:
-        """Whether a periodic evaluation (or save) falls in ``(last, step]``: loops whose steps jump (env
-        steps of whole chunks over many envs) and loops that count one by one share one rule."""
+        """Whether a periodic evaluation (or save) falls in ``(last, step]``; steps may jump by several."""
         return every > 0 and step // every > last // every
 
     def evaluate(
@@ -249,9 +235,8 @@ class RunEngine:
         seed: int,
         best: Callable[[dict[str, Any]], tuple[Mapping[str, Any], Mapping[str, Any]]],
     ) -> dict[str, Any]:
-        """Run ``eval_fn()`` with every RNG forked, so evaluating never changes what training draws; log each
-        scalar as ``eval/<name>``; on a success rate at least the best so far (ties go to the later step, which
-        trained longer), write ``checkpoints/best`` from ``best(metrics) -> (modules, config)``."""
+        """Run ``eval_fn()`` with every RNG forked (training draws the same), log ``eval/<name>``; a success
+        rate at least the best so far (ties: the later step) writes ``best`` from ``best(metrics)``."""
         saved = get_rng_state()
         seed_everything(seed + 1_000_003 * (1 + step))
         t0 = time.perf_counter()
@@ -261,20 +246,20 @@ class RunEngine:
         finally:
             set_rng_state(saved)
         metrics["eval_time_s"] = time.perf_counter() - t0
-        for name, value in metrics.items():
-            if scalar_value(value) is not None:
-                self.scalar(f"eval/{name}", scalar_value(value), step)
+        scalars = {k: x for k, v in metrics.items() if (x := scalar_value(v)) is not None}
+        for name, x in scalars.items():
+            self.scalar(f"eval/{name}", x, step)
         metrics["step"] = step
-        for path in metrics.get("videos") or []:  # the evaluation's mp4s (W&B shows them beside the curves)
-            if self._log is not None:
+        if self._log is not None:
+            for path in metrics.get("videos") or []:  # the evaluation's mp4s (W&B shows them by the curves)
                 self._log.video("eval/video", path, step)
         rate = metrics.get("success_rate")
         if rate is not None and float(rate) >= self.best.success_rate:
             self.best = Best(float(rate), step, metrics)
-            self.save_best(*best(metrics))
-        shown = {
-            k: round(float(v), 4) for k, v in metrics.items() if scalar_value(v) is not None
-        }  # not lists
+            modules, config = best(metrics)
+            if self.main:
+                save_checkpoint(self.ckpt_dir / "best", dict(modules), dict(config))
+        shown = {k: round(x, 4) for k, x in {**scalars, "step": float(step)}.items()}  # not lists
         log.info("%s %d eval: %s", self.unit, step, shown)
         return metrics
 
@@ -306,19 +291,13 @@ class RunEngine:
                 shutil.copytree(self.latest, kept)
         self.saved_step = step
 
-    def save_best(self, modules: Mapping[str, Any], config: Mapping[str, Any]) -> None:
-        if self.main:
-            save_checkpoint(self.ckpt_dir / "best", dict(modules), dict(config))
-
     # ------------------------------------------------------------------ end
     def close(self) -> None:
         self._ctrl_c.close()  # Ctrl-C's previous handler comes back
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        for opened in (self._bar, self._log):
+            if opened is not None:
+                opened.close()
+        self._bar = self._log = None
 
     def finish(self, metrics: Mapping[str, Any] | None = None) -> None:
         """Close the stream and the bar; write ``metrics.json`` atomically when given."""

@@ -46,8 +46,7 @@ def load(
       (``which``: best | latest; ``ema`` means latest; ``deterministic``: DSRL's actor plays its mean);
     - ``critic`` (robosteer-value): the frozen ``NormalizedCritic``.
     """
-    kind = run_kind(path)
-    return LOADERS[kind](Path(path), which, deterministic, device).eval()
+    return LOADERS[run_kind(path)](Path(path), which, deterministic, device).eval()
 
 
 def _policy(path: Path, which: str, deterministic: bool, device: str) -> Any:

@@ -1,11 +1,9 @@
 """The run's metric stream: the one place a TensorBoard writer is built, and where Weights & Biases plugs in.
 
-Training, value learning and online steering each log scalars against their own step counter (gradient
-steps or env steps). A resumed run purges the events written after its checkpoint, so the curves of an
-interrupted and resumed run read like those of one uninterrupted run. ``logger=wandb`` also streams the
-scalars, the evaluation videos and the run's config to a W&B run (TensorBoard's events are written either
-way, so the run directory stays self-contained); ``wandb_mode=offline`` needs no network or account, and
-``wandb sync <run_dir>/wandb/offline-run-*`` uploads it later.
+A resumed run purges the events written after its checkpoint, so its curves read like one uninterrupted
+run's. ``logger=wandb`` also streams scalars, evaluation videos and the run's config to W&B (TensorBoard is
+written either way); ``wandb_mode=offline`` needs no network; ``wandb sync <run_dir>/wandb/offline-run-*``
+uploads it later.
 """
 
 from __future__ import annotations
@@ -28,12 +26,9 @@ class LogSettings:
     wandb_mode: str = "online"  # online | offline (no network; `wandb sync` uploads later) | disabled
 
     def __post_init__(self) -> None:
-        if self.logger not in LOGGERS:
-            raise ValueError(f"logger={self.logger!r} is not known: expected one of {', '.join(LOGGERS)}")
-        if self.wandb_mode not in WANDB_MODES:
-            raise ValueError(
-                f"wandb_mode={self.wandb_mode!r} is not known: expected one of {', '.join(WANDB_MODES)}"
-            )
+        for key, known in (("logger", LOGGERS), ("wandb_mode", WANDB_MODES)):
+            if (value := getattr(self, key)) not in known:
+                raise ValueError(f"{key}={value!r} is not known: expected one of {', '.join(known)}")
 
 
 class WandbRun:
@@ -100,8 +95,7 @@ class RunLog:
             self._wandb.scalar(name, float(value), step)
 
     def video(self, name: str, path: str | Path, step: int) -> None:
-        """An evaluation video (an mp4 the evaluation wrote) at ``step``: W&B only; TensorBoard keeps the path
-        in ``metrics.json`` and the run directory."""
+        """An evaluation's mp4 at ``step``: W&B only (TensorBoard runs keep its path in ``metrics.json``)."""
         if self._wandb is not None and Path(path).exists():
             self._wandb.video(name, path, step)
 

@@ -2,8 +2,7 @@
 
 The decay warms up as ``1 - (1 + step / inv_gamma) ** -power`` (power 0.75 reaches 0.999 at ~10k steps and
 0.9999 at ~215k), clamped to ``[min_value, max_value]`` and 0 during the first ``update_after_step`` steps.
-The averaged copy is what evaluation uses and what the ``ema`` weights of a checkpoint hold: early in
-training it tracks the model closely, later it smooths out the noise of the last updates.
+The averaged copy is what evaluation uses and what a checkpoint's ``ema`` weights hold.
 """
 
 from __future__ import annotations
@@ -41,11 +40,10 @@ class EMAModel:
 
     def get_decay(self, optimization_step: int) -> float:
         """Decay factor used for the update at ``optimization_step`` (diffusion_policy's formula)."""
-        step = max(0, optimization_step - self.update_after_step - 1)
+        step = optimization_step - self.update_after_step - 1
         if step <= 0:
             return 0.0
-        value = 1 - (1 + step / self.inv_gamma) ** -self.power
-        return max(self.min_value, min(value, self.max_value))
+        return max(self.min_value, min(1 - (1 + step / self.inv_gamma) ** -self.power, self.max_value))
 
     @torch.no_grad()
     def step(self, new_model: nn.Module) -> None:

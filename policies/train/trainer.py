@@ -1,15 +1,10 @@
 """Generic imitation trainer: any policy with ``loss(batch) -> (loss, info)`` over a map-style dataset.
 
-One loop for every algorithm: AdamW, warm-up + cosine LR, gradient clipping, EMA, an infinite seeded
-shuffled sampler, TensorBoard + tqdm, periodic ``latest`` checkpoints, periodic evaluation through a
-callback (``eval_fn(policy) -> {"success_rate": ...}``) with a ``best`` checkpoint, a wall-time budget and
-``metrics.json``. Resuming from ``latest`` is exact: training N steps in one go or N/2 + resume + N/2
-gives bit-identical weights, because the model, EMA, optimizer, LR scheduler, sampler position and the
-torch / numpy / python RNG states (of every rank) are restored.
-
-Multi-process: when ``torch.distributed`` is initialised (e.g. by ``torchrun``; gloo on CPU, nccl on GPU),
-the policy is wrapped in DDP, each rank reads its own stride of the shared shuffled index stream, and only
-rank 0 evaluates and writes files. ``batch_size`` is per process.
+AdamW, warm-up + cosine LR, gradient clipping, EMA and an infinite seeded sampler; the run's lifecycle is
+:class:`policies.engine.RunEngine`'s. Resuming is exact (N steps in one go or N/2 + resume + N/2 give
+bit-identical weights): model, EMA, optimizer, scheduler, sampler position and every rank's RNGs are
+restored. Under ``torchrun`` the policy is wrapped in DDP, each rank reads its own stride of the shared
+index stream, and only rank 0 evaluates and writes files.
 """
 
 from __future__ import annotations
@@ -68,8 +63,7 @@ class TrainConfig:
     eval_every: int = 0  # 0: evaluate only at the end
     eval_at_end: bool = True
     max_minutes: float | None = None  # wall-time budget of the training loop; stops with a checkpoint
-    # Stop (with a checkpoint) at this step; unlike a smaller `steps`, the LR schedule still spans `steps`.
-    stop_at_step: int | None = None
+    stop_at_step: int | None = None  # stop (with a checkpoint) here; the LR schedule still spans `steps`
     resume: bool = False  # true: continue from <out>/checkpoints/latest (bit-exact)
     progress: bool = True
     logger: str = "tensorboard"  # tensorboard | wandb (W&B beside TensorBoard: scalars, eval videos, config)
@@ -84,7 +78,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrainConfig:
         """Build from a mapping, rejecting unknown keys (typos must not be silently ignored)."""
-        names = {f for f in cls.__dataclass_fields__}
+        names = set(cls.__dataclass_fields__)
         unknown = sorted(set(d) - names)
         if unknown:
             raise ValueError(f"unknown TrainConfig keys {unknown}; valid keys: {sorted(names)}")
@@ -92,9 +86,6 @@ class TrainConfig:
         if "betas" in d:
             d["betas"] = tuple(float(b) for b in d["betas"])
         return cls(**d)
-
-
-# --------------------------------------------------------------------------------------------------
 
 
 class InfiniteSampler(Sampler[int]):
@@ -119,18 +110,13 @@ class InfiniteSampler(Sampler[int]):
         self.size, self.seed, self.rank, self.world_size = size, seed, rank, world_size
         self.start, self.shuffle = start, shuffle
 
-    def _epoch(self, epoch: int) -> np.ndarray:
-        if not self.shuffle:
-            return np.arange(self.size)
-        return np.random.default_rng([self.seed, epoch]).permutation(self.size)
-
     def __iter__(self) -> Iterator[int]:
         g = self.start * self.world_size + self.rank
-        epoch, perm = -1, np.empty(0, dtype=np.int64)
+        epoch, perm = -1, np.arange(self.size)
         while True:
             e = g // self.size
-            if e != epoch:
-                epoch, perm = e, self._epoch(e)
+            if self.shuffle and e != epoch:
+                epoch, perm = e, np.random.default_rng([self.seed, e]).permutation(self.size)
             yield int(perm[g % self.size])
             g += self.world_size
 
@@ -171,18 +157,11 @@ def _to_device(x: Any, device: torch.device) -> Any:
     return x
 
 
-def _dist() -> tuple[int, int]:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
 class Trainer:
     """Trains ``policy`` on ``dataset`` into ``out_dir`` (see the module docstring).
 
-    ``policy_name`` / ``shape_meta`` / ``policy_config`` go into every checkpoint's ``config.json`` so that
-    ``load_policy`` can rebuild the policy; ``policy_config`` defaults to ``policy.get_config()``.
-    ``run_config`` (the resolved command config) is stored beside them for provenance, and
+    ``policy_name``, ``shape_meta`` and ``policy_config`` (default ``policy.get_config()``) go into every
+    checkpoint so ``load_policy`` can rebuild the policy; ``run_config`` is kept for provenance, and
     ``checkpoint_meta`` (e.g. ``{"task": "push-v3"}``) is merged into the top level of ``config.json``.
     """
 
@@ -213,16 +192,13 @@ class Trainer:
         self.eval_fn = eval_fn
         self.run_config = jsonable(run_config or {})
         self.checkpoint_meta = jsonable(checkpoint_meta or {})
-        self.rank, self.world_size = _dist()
+        distributed = dist.is_available() and dist.is_initialized()
+        self.rank, self.world_size = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+        self.is_main = self.rank == 0
         self.device = torch.device(cfg.device)
         self.step = 0
         self._elapsed_before = 0.0  # wall time of earlier sessions of this run (resume)
         self._eval_count = 0
-        self._pending: dict[str, Any] = {}
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
 
     # ------------------------------------------------------------------ setup
     def _build(self) -> None:
@@ -243,17 +219,16 @@ class Trainer:
         ckpt = self.run.restore()
         if ckpt is not None:
             self._restore(ckpt)
+        self.model: nn.Module = _LossModule(self.policy)
         if self.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel
 
             # Broadcasts rank 0's weights: every rank (and its EMA copy below) starts identical.
-            self.model: nn.Module = DistributedDataParallel(
-                _LossModule(self.policy),
+            self.model = DistributedDataParallel(
+                self.model,
                 find_unused_parameters=cfg.find_unused_parameters,
                 device_ids=[self.device.index] if self.device.type == "cuda" else None,
             )
-        else:
-            self.model = _LossModule(self.policy)
         self.ema: EMAModel | None = None
         if cfg.ema:
             self.ema = EMAModel(
@@ -265,9 +240,8 @@ class Trainer:
                 max_value=cfg.ema_max_decay,
             )
             if ckpt is not None:
-                self.ema.averaged_model.load_state_dict(self._pending["ema"])
-                self.ema.load_state_dict(self._pending["ema_state"])
-        self._pending = {}
+                self.ema.averaged_model.load_state_dict(ckpt.modules["ema"])
+                self.ema.load_state_dict(ckpt.extra.get("ema_state"))
         sampler = InfiniteSampler(
             len(self.dataset),
             seed=cfg.seed,
@@ -278,20 +252,12 @@ class Trainer:
         if hasattr(self.dataset, "get_batch"):
             # One vectorised gather per batch (SequenceDataset) instead of batch_size items + collation;
             # the sampler order, and so exact resume, is unchanged.
-            batching: dict[str, Any] = {
-                "dataset": _BatchView(self.dataset),
-                "batch_size": None,
-                "sampler": BatchSampler(sampler, cfg.batch_size, drop_last=True),
-            }
+            batches = BatchSampler(sampler, cfg.batch_size, drop_last=True)
+            kw: dict[str, Any] = dict(dataset=_BatchView(self.dataset), batch_size=None, sampler=batches)
         else:
-            batching = {
-                "dataset": self.dataset,
-                "batch_size": cfg.batch_size,
-                "sampler": sampler,
-                "drop_last": True,
-            }
+            kw = dict(dataset=self.dataset, batch_size=cfg.batch_size, sampler=sampler, drop_last=True)
         self.loader = DataLoader(
-            **batching,
+            **kw,
             num_workers=cfg.num_workers,
             pin_memory=self.device.type == "cuda",
             persistent_workers=cfg.num_workers > 0,
@@ -310,8 +276,7 @@ class Trainer:
         self._elapsed_before = float(extra.get("elapsed_s", 0.0))
         self._eval_count = int(extra.get("eval_count", 0))
         self.run.best = Best.from_state(extra.get("best"))
-        self._pending = {"ema": ckpt.modules.get("ema"), "ema_state": extra.get("ema_state")}
-        if self.cfg.ema and self._pending["ema"] is None:
+        if self.cfg.ema and ckpt.modules.get("ema") is None:
             raise KeyError(
                 f"{ckpt.path}: resume with ema=true needs 'ema' weights, which this checkpoint lacks"
             )
@@ -374,7 +339,6 @@ class Trainer:
 
     def save_latest(self) -> None:
         """Write ``checkpoints/latest`` (all ranks must call: RNG states are gathered)."""
-        rng = self._gather_rng()
         modules: dict[str, Any] = {"model": self.policy}
         if self.ema is not None:
             modules["ema"] = self.ema.averaged_model
@@ -387,7 +351,7 @@ class Trainer:
             "eval_count": self._eval_count,
             "ema_state": self.ema.state_dict() if self.ema is not None else None,
             "best": self.run.best.state(),
-            "rng": rng,
+            "rng": self._gather_rng(),
             "world_size": self.world_size,
             "sampler": {"seed": self.cfg.seed, "consumed_per_rank": self.step * self.cfg.batch_size},
         }
@@ -422,15 +386,12 @@ class Trainer:
         policy = self.eval_policy()
         params = inspect.signature(self.eval_fn).parameters
         takes_step = "step" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        kwargs = {"step": self.step} if takes_step else {}
+        kw = {"step": self.step} if takes_step else {}
         was_training = policy.training
         policy.eval()
         try:
             metrics = self.run.evaluate(
-                lambda: self.eval_fn(policy, **kwargs),
-                self.step,
-                seed=self.cfg.seed,
-                best=self._best_checkpoint,
+                lambda: self.eval_fn(policy, **kw), self.step, seed=self.cfg.seed, best=self._best_checkpoint
             )
         finally:
             policy.train(was_training)
@@ -456,11 +417,12 @@ class Trainer:
 
     def _log_window(
         self, mean_loss: float, grad_norm: torch.Tensor, info: Mapping[str, Any], win: dict
-    ) -> None:
-        """The TensorBoard scalars of one ``log_every`` window (rank 0)."""
+    ) -> dict[str, str]:
+        """Log the scalars of one ``log_every`` window; return the progress bar's postfix."""
         n, secs = win["n"], max(1e-9, win["data"] + win["update"])
+        lr = self.optimizer.param_groups[0]["lr"]
         self.run.scalar("train/loss", mean_loss, self.step)
-        self.run.scalar("train/lr", self.optimizer.param_groups[0]["lr"], self.step)
+        self.run.scalar("train/lr", lr, self.step)
         self.run.scalar("train/grad_norm", float(grad_norm), self.step)
         self.run.scalar("time/data_s_per_step", win["data"] / n, self.step)
         self.run.scalar("time/update_s_per_step", win["update"] / n, self.step)
@@ -468,9 +430,9 @@ class Trainer:
         if self.ema is not None:
             self.run.scalar("train/ema_decay", self.ema.decay, self.step)
         for k, v in (info or {}).items():
-            s = scalar_value(v)
-            if s is not None:
+            if (s := scalar_value(v)) is not None:
                 self.run.scalar(f"train/{k}", s, self.step)
+        return {"loss": f"{mean_loss:.4f}", "lr": f"{lr:.2e}"}
 
     def fit(self) -> dict[str, Any]:
         """Train to ``cfg.steps`` (or the wall-time budget); return the metrics written to metrics.json."""
@@ -481,6 +443,7 @@ class Trainer:
         self._build()
         start_step = self.step
         self.run.start(self.step)
+        stop_at = cfg.steps if cfg.stop_at_step is None else min(cfg.stop_at_step, cfg.steps)
         clip = cfg.grad_clip_norm if cfg.grad_clip_norm and cfg.grad_clip_norm > 0 else float("inf")
         params = [p for p in self.policy.parameters() if p.requires_grad]
         data_time = update_time = 0.0
@@ -488,75 +451,61 @@ class Trainer:
         last_loss = float("nan")
         last_eval: dict[str, Any] | None = None
         last_eval_step = -1
-        last_ckpt_step = self.step
-        stopped_early = False
         data_iter = iter(self.loader)
-        try:
-            while self.step < cfg.steps:
-                if self._stop_requested() or (cfg.stop_at_step is not None and self.step >= cfg.stop_at_step):
-                    stopped_early = True
-                    break
-                t0 = time.perf_counter()
-                batch = _to_device(next(data_iter), self.device)
-                t1 = time.perf_counter()
-                self.optimizer.zero_grad(set_to_none=True)
-                loss, info = self.model(batch)
-                loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
-                self._check_update(loss, grad_norm, info)  # raises before a NaN step reaches the weights
-                self.optimizer.step()
-                self.lr_scheduler.step()
-                if self.ema is not None:
-                    self.ema.step(self.policy)
-                self.step += 1
-                t2 = time.perf_counter()
-                data_time += t1 - t0
-                update_time += t2 - t1
-                win["data"] += t1 - t0
-                win["update"] += t2 - t1
-                win["loss"] += float(loss.detach())
-                win["n"] += 1
-                postfix: dict[str, str] = {}
-                if self.step % cfg.log_every == 0 or self.step == cfg.steps:
-                    mean_loss = win["loss"] / max(1, win["n"])
-                    if self.world_size > 1:
-                        t = torch.tensor([mean_loss], dtype=torch.float64)
-                        dist.all_reduce(t)
-                        mean_loss = float(t) / self.world_size
-                    last_loss = mean_loss
-                    self._log_window(mean_loss, grad_norm, info, win)
-                    postfix = {
-                        "loss": f"{mean_loss:.4f}",
-                        "lr": f"{self.optimizer.param_groups[0]['lr']:.2e}",
-                    }
-                    win = {"loss": 0.0, "n": 0, "data": 0.0, "update": 0.0}
-                self.run.progress(1, **postfix)
-                if self.run.due(self.step, cfg.eval_every, self.step - 1) and self.step < cfg.steps:
-                    last_eval = self._evaluate() or last_eval
-                    last_eval_step = self.step
-                if self.run.due(self.step, cfg.checkpoint_every, self.step - 1):
-                    self.save_latest()
-                    last_ckpt_step = self.step
-            if self.run.interrupted:  # Ctrl-C, as a flag: the step in flight finished
-                raise KeyboardInterrupt
-        except KeyboardInterrupt:
-            if self.world_size > 1 and not self.run.interrupted:
-                raise  # a rank interrupted on its own: the others cannot join a save
-            log.warning(
-                "interrupted at step %d: saving checkpoints/latest (resume=true continues)", self.step
-            )
-            self.save_latest()
-            self.run.close()
-            raise
-        except BaseException:
-            self.run.close()  # a NaN stops here without saving: checkpoints/latest stays the last good one
-            raise
-        evaluated = False
-        if self.eval_fn is not None and cfg.eval_at_end and last_eval_step != self.step:
-            last_eval = self._evaluate() or last_eval
-            evaluated = True
-        if evaluated or self.step != last_ckpt_step or not self.run.latest.exists():
-            self.save_latest()  # after the final eval, so 'best' and eval counters are current
+        with self.run:  # closed on any exit: a NaN stops without saving, so latest stays the last good one
+            try:
+                while self.step < stop_at and not self._stop_requested():
+                    t0 = time.perf_counter()
+                    batch = _to_device(next(data_iter), self.device)
+                    t1 = time.perf_counter()
+                    self.optimizer.zero_grad(set_to_none=True)
+                    loss, info = self.model(batch)
+                    loss.backward()
+                    grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
+                    self._check_update(loss, grad_norm, info)  # raises before a NaN step reaches the weights
+                    self.optimizer.step()
+                    self.lr_scheduler.step()
+                    if self.ema is not None:
+                        self.ema.step(self.policy)
+                    self.step += 1
+                    t2 = time.perf_counter()
+                    data_time += t1 - t0
+                    update_time += t2 - t1
+                    win["data"] += t1 - t0
+                    win["update"] += t2 - t1
+                    win["loss"] += float(loss.detach())
+                    win["n"] += 1
+                    postfix: dict[str, str] = {}
+                    if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                        mean_loss = win["loss"] / win["n"]
+                        if self.world_size > 1:
+                            t = torch.tensor([mean_loss], dtype=torch.float64)
+                            dist.all_reduce(t)
+                            mean_loss = float(t) / self.world_size
+                        last_loss = mean_loss
+                        postfix = self._log_window(mean_loss, grad_norm, info, win)
+                        win = {"loss": 0.0, "n": 0, "data": 0.0, "update": 0.0}
+                    self.run.progress(1, **postfix)
+                    if self.run.due(self.step, cfg.eval_every, self.step - 1) and self.step < cfg.steps:
+                        last_eval = self._evaluate() or last_eval
+                        last_eval_step = self.step
+                    if self.run.due(self.step, cfg.checkpoint_every, self.step - 1):
+                        self.save_latest()
+                if self.run.interrupted:  # Ctrl-C, as a flag: the step in flight finished
+                    raise KeyboardInterrupt
+            except KeyboardInterrupt:
+                if self.world_size > 1 and not self.run.interrupted:
+                    raise  # a rank interrupted on its own: the others cannot join a save
+                log.warning(
+                    "interrupted at step %d: saving checkpoints/latest (resume=true continues)", self.step
+                )
+                self.save_latest()
+                raise
+            final_eval = self.eval_fn is not None and cfg.eval_at_end and last_eval_step != self.step
+            if final_eval:
+                last_eval = self._evaluate() or last_eval
+            if final_eval or self.step != self.run.saved_step or not self.run.latest.exists():
+                self.save_latest()  # after the final eval, so 'best' and eval counters are current
         loop_steps = self.step - start_step
         loop_time = max(1e-9, data_time + update_time)
         metrics: dict[str, Any] = {
@@ -570,14 +519,12 @@ class Trainer:
             "batch_size": cfg.batch_size,
             "world_size": self.world_size,
             "num_params": sum(p.numel() for p in self.policy.parameters()),
-            "stopped_early": stopped_early,
+            "stopped_early": self.step < cfg.steps,
             "resumed_from_step": start_step if start_step else None,
         }
         if last_eval is not None:
             metrics["success_rate"] = float(last_eval.get("success_rate", float("nan")))
-            for k in ("episodes", "env_steps"):
-                if k in last_eval:
-                    metrics[k] = last_eval[k]
+            metrics.update({k: last_eval[k] for k in ("episodes", "env_steps") if k in last_eval})
             metrics["eval_step"] = last_eval.get("step")
             metrics["best_success_rate"] = self.run.best.success_rate
             metrics["best_step"] = self.run.best.step
@@ -599,7 +546,7 @@ def train(
     **cfg: Any,
 ) -> dict[str, Any]:
     """One-call form of :class:`Trainer`: ``train(policy, ds, "runs/x", policy_name=..., shape_meta=..., steps=N)``."""
-    trainer = Trainer(
+    return Trainer(
         policy,
         dataset,
         TrainConfig.from_dict(cfg),
@@ -607,8 +554,7 @@ def train(
         policy_name=policy_name,
         shape_meta=shape_meta,
         eval_fn=eval_fn,
-    )
-    return trainer.fit()
+    ).fit()
 
 
 __all__ = ["InfiniteSampler", "TrainConfig", "Trainer", "train"]

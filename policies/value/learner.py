@@ -1,18 +1,15 @@
 """Offline value learning for V-GPS: demonstrations → normalised transitions → IQL / Cal-QL → checkpoint.
 
-The data side reuses ``policies.rl.chunk_transitions`` (one reader for every offline-RL consumer) per file;
-several files of different tasks give a multi-task critic (``task_id`` indexes the distinct task names, as
-in ``SequenceDataset``). The critic
-scores either the first executed action (``action_steps=1``, the reference's per-step critic) or the whole
-executed chunk (``action_steps=Ta``, a chunk critic); the transitions' action span and discount follow it.
-The loop is seeded and resumable bit-exactly from ``checkpoints/latest`` (weights, optimizers, sampling RNG).
+Transitions come from ``policies.rl.chunk_transitions``, per file; files of several tasks give a multi-task
+critic (``task_id`` indexes the distinct task names, as in ``SequenceDataset``). The critic scores the first
+executed action (``action_steps=1``, the reference's) or the whole executed chunk (``action_steps=Ta``).
 """
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -38,8 +35,6 @@ KIND = "critic"
 def check_algo(algo: str) -> tuple[type, type]:
     """(learner class, config class) of ``algo``; a clear error names the valid choices."""
     if algo not in ALGOS:
-        import difflib
-
         near = difflib.get_close_matches(algo, list(ALGOS), n=1, cutoff=0.0)
         raise ValueError(
             f"algo={algo!r} is not known: expected one of {sorted(ALGOS)} (nearest: {near[0]!r})"
@@ -56,13 +51,10 @@ def value_transitions(
     reward: str = "sparse",
     demo_limit: int | None = None,
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any], dict[str, Any], list[str]]:
-    """(transitions with ``task_id`` and ``mc_return``, shape_meta, critic stats, task names) of ``paths``.
-
-    Stats are min/max/mean/std of the transitions' current observations and of every action row: the
-    critic's own normalisation, independent of any policy's.
-    """
+    """(transitions with ``task_id`` and ``mc_return``, shape_meta, critic stats, task names) of ``paths``;
+    the stats (of current observations and every action row) are the critic's own, not any policy's."""
     parts: dict[str, list[torch.Tensor]] = {}
-    tasks: list[str] = []
+    tasks: dict[str, int] = {}  # name -> id: files of one task share its id (SequenceDataset's rule)
     shape_meta: dict[str, Any] | None = None
     for path in paths:
         with open_dataset(path) as f:
@@ -71,12 +63,8 @@ def value_transitions(
                 "obs": {k: {"shape": list(f.obs_shapes[k][0]), "type": "low_dim"} for k in obs_keys},
                 "action": {"shape": [int(f.action_dim)]},
             }
-            task = str(
-                f.env_args.get("env_name", path)
-            )  # files of one task share its id (SequenceDataset's rule)
-            if task not in tasks:
-                tasks.append(task)
-            task_id = tasks.index(task)
+            task = str(f.env_args.get("env_name", path))
+            task_id = tasks.setdefault(task, len(tasks))
         if shape_meta is not None and meta != shape_meta:
             raise ValueError(f"{path}: obs/action shapes {meta} differ from {paths[0]} ({shape_meta})")
         shape_meta = meta
@@ -88,13 +76,9 @@ def value_transitions(
         raise ValueError("value learning needs at least one dataset path")
     data = {k: torch.cat(v) for k, v in parts.items()}
     a_dim = int(shape_meta["action"]["shape"][0])
-    stats = compute_stats(
-        {
-            **{k: data[f"obs/{k}"][:, -1].flatten(1).numpy() for k in obs_keys},
-            "action": data["action"].reshape(-1, a_dim).numpy(),
-        }
-    )
-    return data, shape_meta, stats, tasks
+    obs = {k: data[f"obs/{k}"][:, -1].flatten(1).numpy() for k in obs_keys}
+    stats = compute_stats({**obs, "action": data["action"].reshape(-1, a_dim).numpy()})
+    return data, shape_meta, stats, list(tasks)
 
 
 def normalized_buffer(
@@ -103,14 +87,9 @@ def normalized_buffer(
     """Every transition in the critic's units, once: features (N, F), actions (N, Da) in [-1, 1], r, done, mc."""
     n = len(data["reward"])
     keys = critic.obs_keys
-    spec = {
-        "obs": ((critic.obs_dim,), torch.float32),
-        "next_obs": ((critic.obs_dim,), torch.float32),
-        "action": ((critic.action_steps * critic.action_dim,), torch.float32),
-        "reward": ((), torch.float32),
-        "done": ((), torch.float32),
-        "mc_return": ((), torch.float32),
-    }
+    spec = {k: ((critic.obs_dim,), torch.float32) for k in ("obs", "next_obs")}
+    spec["action"] = ((critic.action_steps * critic.action_dim,), torch.float32)
+    spec.update({k: ((), torch.float32) for k in ("reward", "done", "mc_return")})
     buf = ReplayBuffer(n, spec)
     with torch.no_grad():
         for i in range(0, n, chunk):
@@ -158,19 +137,6 @@ def build_learner(
     return cls(critic, cfg)
 
 
-def _config(learner: IQL | CalQL, algo: str, meta: Mapping[str, Any], step: int) -> dict[str, Any]:
-    return {
-        **meta,
-        "kind": KIND,
-        "algo": algo,
-        "algo_config": asdict(learner.config),
-        "critic": learner.critic.get_config(),
-        "shape_meta": learner.critic.shape_meta,
-        "step": step,
-        "inference_module": "critic",
-    }
-
-
 def train_value(
     learner: IQL | CalQL,
     buffer: ReplayBuffer,
@@ -186,11 +152,9 @@ def train_value(
     meta: Mapping[str, Any] | None = None,
     log_settings: LogSettings | None = None,
 ) -> dict[str, Any]:
-    """Train ``steps`` updates; TensorBoard under ``out/tb`` (+ W&B with ``log_settings``),
-    ``checkpoints/latest``; returns final figures."""
+    """Train ``steps`` seeded updates into ``out_dir``, resumable bit-exactly; return the final figures."""
     what = f"value learning ({algo})"
     run = RunEngine(out_dir, what=what, total=steps, resume=resume, desc=algo, log_settings=log_settings)
-    meta = dict(meta or {})
     gen = torch.Generator().manual_seed(seed)
     step = 0
     ck = run.restore()
@@ -211,10 +175,19 @@ def train_value(
         modules.update({f"opt_{k}": o.state_dict() for k, o in learner.optimizers().items()})
         modules.update({f"sched_{k}": sc.state_dict() for k, sc in learner.schedulers().items()})
         extra = {"step": step, "generator": gen.get_state()}
-        run.save_latest(modules, _config(learner, algo, meta, step), extra, step, learner.named_parameters())
+        config = {
+            **(meta or {}),
+            "kind": KIND,
+            "algo": algo,
+            "algo_config": asdict(learner.config),
+            "critic": learner.critic.get_config(),
+            "shape_meta": learner.critic.shape_meta,
+            "step": step,
+            "inference_module": "critic",
+        }
+        run.save_latest(modules, config, extra, step, learner.named_parameters())
 
     run.start(step)
-    t0 = time.perf_counter()
     start = step
     window: dict[str, list[float]] = {}
     last: dict[str, float] = {}
@@ -232,7 +205,7 @@ def train_value(
                 }
                 for k, v in last.items():
                     run.scalar(f"train/{k}", v, step)
-                run.scalar("time/updates_per_s", (step - start) / max(1e-9, time.perf_counter() - t0), step)
+                run.scalar("time/updates_per_s", (step - start) / max(1e-9, run.seconds()), step)
                 window = {}
             if run.due(step, checkpoint_every, step - 1):
                 save()
@@ -240,7 +213,7 @@ def train_value(
     if run.interrupted:  # Ctrl-C, as a flag: the update in flight finished and is saved
         log.warning("interrupted at step %d: saved checkpoints/latest (resume=true continues)", step)
         raise KeyboardInterrupt
-    wall = time.perf_counter() - t0
+    wall = run.seconds()
     return {
         "steps": step,
         "updates_per_s": (step - start) / max(1e-9, wall),

@@ -36,8 +36,8 @@ _FAULTS = [  # (name, old, new) in policies/engine.py
     ),
     (
         "engine: the last good checkpoint is not tracked",
-        "        self.saved_step = step\n\n    def save_best",
-        "        self.saved_step = None\n\n    def save_best",
+        "        self.saved_step = step\n\n    # ---",
+        "        self.saved_step = None\n\n    # ---",
     ),
     (
         "engine: evaluation draws from the training RNG",
