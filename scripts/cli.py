@@ -110,26 +110,21 @@ def problems(config_name: str, args: list[str]) -> None:
         base = _compose(config_name, [a for a, _, _ in group_args])
     except Exception as err:
         raise CliError(_first_line(err)) from err
-    for _, key, _raw in plain:
-        if key.startswith(("hydra.", "+", "~")):
-            continue
+    checked = [(key, raw) for _, key, raw in plain if not key.startswith(("hydra.", "+", "~"))]
+    for key, _ in checked:
         _check_key(base, key)
     try:
         cfg = _compose(config_name, args)
     except Exception as err:  # a typed (structured) key refused the value: name the key and the type
         import yaml
 
-        for _, key, raw in plain:
-            if not key.startswith(("hydra.", "+", "~")):
-                default = OmegaConf.select(base, key, throw_on_missing=False)
-                _check_value(key, raw, default, yaml.safe_load(raw) if raw else None)
+        for key, raw in checked:
+            default = OmegaConf.select(base, key, throw_on_missing=False)
+            _check_value(key, raw, default, yaml.safe_load(raw) if raw else None)
         raise CliError(_first_line(err)) from err
-    for _, key, raw in plain:
-        if key.startswith(("hydra.", "+", "~")):
-            continue
-        _check_value(
-            key, raw, OmegaConf.select(base, key, throw_on_missing=False), OmegaConf.select(cfg, key)
-        )
+    for key, raw in checked:
+        default = OmegaConf.select(base, key, throw_on_missing=False)
+        _check_value(key, raw, default, OmegaConf.select(cfg, key))
     missing = [k for k in OmegaConf.missing_keys(cfg) if not k.startswith("safety.")]
     if missing:
         k = USER_KEYS.get(missing[0], missing[0])

@@ -11,15 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import hydra
 import numpy as np
 from omegaconf import DictConfig
 from tqdm import tqdm
 
 from policies.data import DatasetWriter
 from policies.engine import stop_on_ctrl_c
-from scripts.cli import check_overrides
-from scripts.common import CONFIG_DIR, exit_codes, format_table, start_run, write_metrics
+from scripts.common import console_main, exit_codes, format_table, start_run, write_metrics
 from sim import episode_seed
 
 KEEP_CHOICES = ("success", "all")
@@ -41,14 +39,7 @@ def collect_episode(env: Any, expert: Any, seed: int, cfg: DictConfig) -> dict[s
     obs = env.reset(seed=[seed])
     expert.reset()
     keys = list(obs)
-    steps: dict[str, list] = {
-        "obs": [],
-        "next_obs": [],
-        "actions": [],
-        "rewards": [],
-        "dones": [],
-        "states": [],
-    }
+    steps: dict[str, list] = {k: [] for k in ("obs", "next_obs", "actions", "rewards", "dones", "states")}
     random_left = 0
     success = truncated = False
     for _ in range(env.max_episode_steps):
@@ -76,6 +67,7 @@ def collect_episode(env: Any, expert: Any, seed: int, cfg: DictConfig) -> dict[s
         if done:
             truncated = bool(trunc[0]) and not bool(terminated[0])
             break
+    drawn = {k: float(v[0]) for k, v in info.items() if k.startswith("dr_")}  # env 0's, of this episode
     return {
         "obs": {k: np.stack([o[k] for o in steps["obs"]]) for k in keys},
         "next_obs": {k: np.stack([o[k] for o in steps["next_obs"]]) for k in keys},
@@ -84,13 +76,8 @@ def collect_episode(env: Any, expert: Any, seed: int, cfg: DictConfig) -> dict[s
         "dones": np.asarray(steps["dones"], dtype=np.uint8),  # (T,) 1 only on true termination (success)
         "states": np.stack(steps["states"]),  # (T, S)
         # dr_*: this episode's drawn randomization parameters (absent without randomization).
-        "attrs": {"seed": seed, "success": success, "truncated": truncated, **_drawn_params(info)},
+        "attrs": {"seed": seed, "success": success, "truncated": truncated, **drawn},
     }
-
-
-def _drawn_params(info: dict[str, Any]) -> dict[str, float]:
-    """Env 0's ``dr_*`` randomization parameters of the episode the last step belonged to."""
-    return {k: float(v[0]) for k, v in info.items() if k.startswith("dr_")}
 
 
 def env_args(cfg: DictConfig, max_episode_steps: int) -> dict[str, Any]:
@@ -196,7 +183,6 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     }
 
 
-@hydra.main(config_path=CONFIG_DIR, config_name="collect", version_base=None)
 def _main(cfg: DictConfig) -> None:
     run_dir = start_run(cfg)
     with exit_codes("robosteer-collect"):  # an existing dataset or salvaged .partial in out: 2
@@ -204,24 +190,18 @@ def _main(cfg: DictConfig) -> None:
     from policies.data import open_dataset
 
     with open_dataset(metrics["dataset"]) as demos:
-        summary = demos.summary()
-    metrics["kept_success_rate"] = summary.get("success_rate")
+        metrics["kept_success_rate"] = demos.summary().get("success_rate")
     write_metrics(run_dir, metrics)
-    print(
-        format_table(
-            [
-                {
-                    "task": metrics["task"],
-                    "kept": metrics["episodes"],
-                    "attempts": metrics["attempts"],
-                    "expert success": metrics["success_rate"],
-                    "kept success": metrics["kept_success_rate"],
-                    "mean length": metrics["mean_episode_length"],
-                    "wall s": metrics["wall_time_s"],
-                }
-            ]
-        )
-    )
+    row = {
+        "task": metrics["task"],
+        "kept": metrics["episodes"],
+        "attempts": metrics["attempts"],
+        "expert success": metrics["success_rate"],
+        "kept success": metrics["kept_success_rate"],
+        "mean length": metrics["mean_episode_length"],
+        "wall s": metrics["wall_time_s"],
+    }
+    print(format_table([row]))
     print(f"dataset: {metrics['dataset']}")
     if metrics["interrupted"]:
         raise SystemExit(130)
@@ -229,8 +209,7 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    check_overrides("robosteer-collect", "collect", sys.argv[1:])  # one-line errors, exit 2
-    _main()
+    console_main("robosteer-collect", "collect", _main)
 
 
 if __name__ == "__main__":

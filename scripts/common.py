@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,16 @@ def start_run(cfg: DictConfig) -> Path:
 
         seed_everything(int(cfg.seed))
     return run_dir
+
+
+def console_main(command: str, config_name: str, task: Callable[[DictConfig], None]) -> None:
+    """A console script: check its overrides (one-line errors, exit 2), then run ``task`` under Hydra."""
+    import hydra
+
+    from scripts.cli import check_overrides
+
+    check_overrides(command, config_name, sys.argv[1:])
+    hydra.main(config_path=CONFIG_DIR, config_name=config_name, version_base=None)(task)()
 
 
 def debug() -> bool:
@@ -73,12 +83,8 @@ def dataset_paths(cfg: DictConfig) -> list[str]:
 def exit_codes(command: str) -> Iterator[None]:
     """DESIGN.md's exit statuses for the project's own errors, as one line on stderr without a traceback.
 
-    A bad dataset or checkpoint file (``DatasetError``, ``CheckpointError``), a refused setting (``UsageError``)
-    or an ``out`` that would overwrite a run (``FileExistsError``) is a user error and exits 2; a NaN/inf loss,
-    gradient or weight (``NonFiniteError``: a runtime fault) exits 1; Ctrl-C exits 130 with one line (a learning
-    run has saved ``checkpoints/latest`` first). Any other ``ValueError`` or ``FileNotFoundError`` is a setting
-    the code refused: one line, exit 2 (with ``ROBOSTEER_DEBUG=1`` it keeps its traceback). Anything else
-    propagates. One place, so every command reports them the same way.
+    User errors (a bad dataset or checkpoint, a refused setting, an ``out`` that would overwrite a run, any
+    other ``ValueError``/``FileNotFoundError``) exit 2; ``NonFiniteError`` exits 1; Ctrl-C exits 130.
     """
     from policies.checkpoint import CheckpointError
     from policies.data.errors import DatasetError
@@ -152,7 +158,6 @@ def log_beside(run: Path, suffix: str = ".log") -> Path:
 def run_module(args: list[str], log: Path, cwd: Path) -> None:
     """``python -m <args>`` in ``cwd`` with its output in ``log``; raises if it fails (benchmark grid steps)."""
     import subprocess
-    import sys
 
     with log.open("w") as f:
         subprocess.run([sys.executable, "-m", *args], cwd=cwd, stdout=f, stderr=subprocess.STDOUT, check=True)

@@ -13,19 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from policies.data import DatasetError, DemoFile, open_dataset
-from scripts.cli import check_overrides
-from scripts.common import CONFIG_DIR
+from scripts.common import console_main
 
 COMMANDS = ("info", "validate", "video")
-
-
-def _table(rows: list[tuple[str, Any]]) -> str:
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
 def info_text(demos: DemoFile) -> str:
@@ -44,7 +37,8 @@ def info_text(demos: DemoFile) -> str:
     for key, (shape, dtype) in demos.obs_shapes.items():
         rows.append((f"obs/{key}", f"(T, {', '.join(map(str, shape))}) {dtype}"))
     rows.append(("env_args", json.dumps(s["env_args"], sort_keys=True)))
-    return _table(rows)
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
 def render_videos(demos: DemoFile, episode: int | str, out: Path, key: str | None, fps: int) -> list[Path]:
@@ -77,18 +71,13 @@ def render_videos(demos: DemoFile, episode: int | str, out: Path, key: str | Non
 
 def run(cfg: DictConfig) -> int:
     """Run one command from a composed config; returns the exit status (errors are printed, not raised)."""
-    cmd = str(cfg.cmd)
+    cmd, usage = str(cfg.cmd), None
     if cmd not in COMMANDS:
-        print(
-            f"robosteer-dataset: unknown command {cmd!r}; expected one of {', '.join(COMMANDS)}",
-            file=sys.stderr,
-        )
-        return 2
-    if OmegaConf.is_missing(cfg, "path"):
-        print(
-            f"robosteer-dataset {cmd}: give the dataset file, e.g. path=runs/demos/demos.hdf5",
-            file=sys.stderr,
-        )
+        usage = f"robosteer-dataset: unknown command {cmd!r}; expected one of {', '.join(COMMANDS)}"
+    elif OmegaConf.is_missing(cfg, "path"):
+        usage = f"robosteer-dataset {cmd}: give the dataset file, e.g. path=runs/demos/demos.hdf5"
+    if usage:
+        print(usage, file=sys.stderr)
         return 2
     path = Path(str(cfg.path)).expanduser()
     try:
@@ -111,10 +100,8 @@ def run(cfg: DictConfig) -> int:
     return 0
 
 
-@hydra.main(config_path=CONFIG_DIR, config_name="dataset", version_base=None)
 def _main(cfg: DictConfig) -> None:
-    code = run(cfg)
-    if code:
+    if code := run(cfg):
         raise SystemExit(code)
 
 
@@ -128,8 +115,7 @@ def peel_command(argv: list[str]) -> list[str]:
 def main() -> None:
     """Console-script entry point."""
     sys.argv = peel_command(sys.argv)
-    check_overrides("robosteer-dataset", "dataset", sys.argv[1:])  # one-line errors, exit 2
-    _main()
+    console_main("robosteer-dataset", "dataset", _main)
 
 
 if __name__ == "__main__":

@@ -15,14 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from scripts.cli import check_overrides
 from scripts.common import (
-    CONFIG_DIR,
     UsageError,
     atomic_write_text,
+    console_main,
     exit_codes,
     format_table,
     start_run,
@@ -30,11 +28,6 @@ from scripts.common import (
 )
 
 log = logging.getLogger("robosteer.deploy")
-
-
-def _given(node: Any) -> dict[str, Any]:
-    """The keys of an OmegaConf mapping that were given a value (``???`` ones left out), as a plain dict."""
-    return {k: v for k, v in _plain(node).items() if v != "???"}
 
 
 def check_safety_switch(cfg: DictConfig) -> None:
@@ -89,11 +82,10 @@ def _user_error(e: BaseException) -> bool:
     from policies.checkpoint import CheckpointError
     from real.protocol import ProtocolError
 
-    if isinstance(e, CheckpointError):  # a missing or corrupt checkpoint: exit_codes reports it (2)
-        return True
-    return isinstance(e, ValueError | KeyError | TypeError | FileNotFoundError) and not isinstance(
-        e, ProtocolError
-    )
+    if isinstance(e, ProtocolError):  # a ValueError, but the link's fault
+        return False
+    # a missing or corrupt checkpoint (CheckpointError) too: exit_codes reports it (2)
+    return isinstance(e, CheckpointError | ValueError | KeyError | TypeError | FileNotFoundError)
 
 
 def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
@@ -150,7 +142,8 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         robot.connect()
         stage = "setting up the safety filter and control loop"
         defaults = robot.safety_defaults() if hasattr(robot, "safety_defaults") else {}
-        overrides = {**_plain(cfg.robot.get("safety")), **_given(cfg.get("safety"))}
+        given = {k: v for k, v in _plain(cfg.get("safety")).items() if v != "???"}  # ???: not given
+        overrides = {**_plain(cfg.robot.get("safety")), **given}
         safety = SafetyFilter(
             SafetyConfig.from_dict({**defaults, **overrides}), robot.action_spec.shape[0], 1 / robot.rate_hz
         )
@@ -230,21 +223,13 @@ def _write_events(path: Path, safety: Any) -> None:
     atomic_write_text(path, "".join(json.dumps(e.to_dict()) + "\n" for e in events))
 
 
-def _close_quietly(*parts: Any) -> None:
+def _close_quietly(robot: Any, writer: Any, loop: Any, policy: Any) -> None:
     """Release what a configuration error left open (it is reported instead of any of these)."""
-    robot, writer, loop, policy = parts
-    for close in (
-        getattr(writer, "close", None),
-        getattr(loop, "close", None),
-        getattr(robot, "disconnect", None),
-        getattr(policy, "close", None),
-    ):
-        if close is not None:
-            with contextlib.suppress(Exception):
-                close()
+    for part, method in ((writer, "close"), (loop, "close"), (robot, "disconnect"), (policy, "close")):
+        with contextlib.suppress(Exception):
+            getattr(part, method, lambda: None)()
 
 
-@hydra.main(config_path=CONFIG_DIR, config_name="deploy", version_base=None)
 def _main(cfg: DictConfig) -> None:
     import torch
 
@@ -273,8 +258,7 @@ def _main(cfg: DictConfig) -> None:
 def main() -> None:
     """Console-script entry point (``policy=`` arrives as ``policy_source=``: :func:`cli_overrides`)."""
     sys.argv = cli_overrides(sys.argv)
-    check_overrides("robosteer-deploy", "deploy", sys.argv[1:])  # one-line errors, exit 2
-    _main()
+    console_main("robosteer-deploy", "deploy", _main)
 
 
 if __name__ == "__main__":

@@ -7,18 +7,15 @@ success and proves that the data regenerates exactly (it reports the largest obs
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import hydra
 import numpy as np
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from scripts.cli import check_overrides
-from scripts.common import CONFIG_DIR, exit_codes, format_table, start_run, write_metrics
+from scripts.common import console_main, exit_codes, format_table, start_run, write_metrics
 from scripts.schemas import EVAL_SOURCES
 
 
@@ -209,7 +206,6 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     return metrics
 
 
-@hydra.main(config_path=CONFIG_DIR, config_name="eval", version_base=None)
 def _main(cfg: DictConfig) -> None:
     if cfg.policy.name not in EVAL_SOURCES:
         raise SystemExit(
@@ -235,17 +231,15 @@ def _main(cfg: DictConfig) -> None:
         "success": metrics["success_rate"],
         "95% CI": f"[{lo:.2f}, {hi:.2f}]",
     }
-    for key in ("mean_return", "mean_episode_length", "env_steps_per_s", "max_obs_abs_diff"):
-        if key in metrics:
-            row[key] = metrics[key]
+    extra = ("mean_return", "mean_episode_length", "env_steps_per_s", "max_obs_abs_diff")
+    row |= {key: metrics[key] for key in extra if key in metrics}
     print(format_table([row]))
     print(f"metrics: {run_dir / 'metrics.json'}")
 
 
 def main() -> None:
     """Console-script entry point."""
-    check_overrides("robosteer-eval", "eval", sys.argv[1:])  # one-line errors, exit 2
-    _main()
+    console_main("robosteer-eval", "eval", _main)
 
 
 if __name__ == "__main__":

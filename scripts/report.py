@@ -20,10 +20,8 @@ from sim.evaluate import wilson_interval
 
 def load_runs(root: Path) -> dict[str, dict[str, Any]]:
     """``{run name: metrics}`` for every sub-directory of ``root`` that holds a metrics.json."""
-    runs = {}
-    for path in sorted(root.glob("*/metrics.json"), key=lambda p: p.stat().st_mtime):  # pipeline order
-        runs[path.parent.name] = json.loads(path.read_text())
-    return runs
+    paths = sorted(root.glob("*/metrics.json"), key=lambda p: p.stat().st_mtime)  # pipeline order
+    return {path.parent.name: json.loads(path.read_text()) for path in paths}
 
 
 def describe(m: dict[str, Any]) -> tuple[str, int]:
@@ -33,9 +31,8 @@ def describe(m: dict[str, Any]) -> tuple[str, int]:
     policy = m.get("policy")
     n = int(m.get("episodes") or 0)
     if "variant" in m and "history" in m:
-        return f"DSRL-{m['variant']}: last periodic eval of steering ({m.get('env_steps')} env steps)", int(
-            m.get("eval_episodes") or 0
-        )
+        what = f"DSRL-{m['variant']}: last periodic eval of steering ({m.get('env_steps')} env steps)"
+        return what, int(m.get("eval_episodes") or 0)
     if m.get("steered"):
         return "steered policy (frozen base + DSRL actor) on unseen initial states", n
     if policy == "replay":
@@ -51,10 +48,8 @@ def describe(m: dict[str, Any]) -> tuple[str, int]:
 
 def scalar_curve(run_dir: Path, needle: str = "loss") -> tuple[np.ndarray, np.ndarray] | None:
     """The first TensorBoard scalar whose tag contains ``needle`` (steps, values), or None."""
-    try:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    except ImportError:  # pragma: no cover - tensorboard is a pinned dependency
-        return None
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     files = sorted(run_dir.rglob("events.out.tfevents.*"))
     if not files:
         return None

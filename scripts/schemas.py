@@ -104,12 +104,8 @@ def train_config(cfg: Any, **overrides: Any) -> Any:
 
 
 def safety_overrides() -> dict[str, str]:
-    """robosteer-deploy's ``safety`` node: every ``SafetyConfig`` key, unset (``???``) until given.
-
-    The filter's settings are layered (SafetyConfig's defaults < the driver's ``safety_defaults()`` < the
-    robot config's ``safety`` < the command line), so the command-line layer holds only what is given; listing
-    every key makes ``safety.max_velocity=0.2`` a plain override and a misspelt key an error by name.
-    """
+    """robosteer-deploy's ``safety`` node: every ``SafetyConfig`` key, unset (``???``) until given, so the
+    command-line layer of the filter's settings holds only what is given and a misspelt key is refused."""
     import dataclasses
 
     from real.safety import SafetyConfig

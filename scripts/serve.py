@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-
-import hydra
 from omegaconf import DictConfig
 
-from scripts.cli import check_overrides
-from scripts.common import CONFIG_DIR, exit_codes, start_run
+from scripts.common import console_main, exit_codes, start_run
 
 
-@hydra.main(config_path=CONFIG_DIR, config_name="serve", version_base=None)
 def _main(cfg: DictConfig) -> None:
     import torch
 
@@ -49,8 +44,7 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    check_overrides("robosteer-serve", "serve", sys.argv[1:])  # one-line errors, exit 2
-    _main()
+    console_main("robosteer-serve", "serve", _main)
 
 
 if __name__ == "__main__":

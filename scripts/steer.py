@@ -9,20 +9,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from scripts.cli import check_overrides
 from scripts.common import (
-    CONFIG_DIR,
     UsageError,
     atomic_write_text,
+    console_main,
     exit_codes,
     format_table,
     start_run,
@@ -346,46 +343,31 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     return metrics
 
 
-@hydra.main(config_path=CONFIG_DIR, config_name="steer", version_base=None)
 def _main(cfg: DictConfig) -> None:
     run_dir = start_run(cfg)
     with exit_codes("robosteer-steer"):  # bad dataset/checkpoint: 2; NaN loss: 1
         metrics = steer(cfg, run_dir)
     write_metrics(run_dir, metrics)
-    if metrics.get("check_only"):
-        print(f"metrics: {run_dir / 'metrics.json'}")
-        return
-    print(
-        format_table(
-            [
-                {
-                    "task": metrics["task"],
-                    "variant": metrics["variant"],
-                    "env steps": metrics["env_steps"],
-                    "base success": metrics["base_success_rate"],
-                    "step-0 success" if metrics["algo"] == "expo" else "latent-0 success": metrics[
-                        "initial_success_rate"
-                    ],
-                    "steered success": metrics["success_rate"],
-                    "wall s": metrics["wall_time_s"],
-                }
-                | steer_figure(metrics)
-            ]
-        )
-    )
+    if not metrics.get("check_only"):
+        initial = "step-0 success" if metrics["algo"] == "expo" else "latent-0 success"
+        row = {
+            "task": metrics["task"],
+            "variant": metrics["variant"],
+            "env steps": metrics["env_steps"],
+            "base success": metrics["base_success_rate"],
+            initial: metrics["initial_success_rate"],
+            "steered success": metrics["success_rate"],
+            "wall s": metrics["wall_time_s"],
+        }
+        if check := metrics.get("steerability"):  # DSRL over a base policy only
+            row["steerability"] = f"{check['ratio']:.2f} ({check['verdict']})"
+        print(format_table([row]))
     print(f"metrics: {run_dir / 'metrics.json'}")
-
-
-def steer_figure(metrics: dict[str, Any]) -> dict[str, str]:
-    """The steerability check's column of the summary table (DSRL over a base policy only)."""
-    check = metrics.get("steerability")
-    return {"steerability": f"{check['ratio']:.2f} ({check['verdict']})"} if check else {}
 
 
 def main() -> None:
     """Console-script entry point."""
-    check_overrides("robosteer-steer", "steer", sys.argv[1:])  # one-line errors, exit 2
-    _main()
+    console_main("robosteer-steer", "steer", _main)
 
 
 if __name__ == "__main__":

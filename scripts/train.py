@@ -15,25 +15,15 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from scripts import schemas
-from scripts.cli import check_overrides
-from scripts.common import (
-    CONFIG_DIR,
-    atomic_write_text,
-    dataset_paths,
-    exit_codes,
-    format_table,
-    write_metrics,
-)
+from scripts.common import console_main, dataset_paths, exit_codes, format_table, start_run, write_metrics
 
 log = logging.getLogger("robosteer.train")
 
@@ -42,8 +32,7 @@ def policy_config(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     """(policy name, its hyperparameters) from the ``policy`` config group."""
     pcfg = OmegaConf.to_container(cfg.policy, resolve=True)
     assert isinstance(pcfg, dict)
-    name = str(pcfg.pop("name"))
-    return name, pcfg
+    return str(pcfg.pop("name")), pcfg
 
 
 def build_dataset(cfg: DictConfig) -> Any:
@@ -151,10 +140,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     torch.set_num_threads(int(cfg.threads))
     rank, device = _init_distributed(cfg)
-    run_dir = Path(str(cfg.out)).expanduser().resolve()
-    if rank == 0:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+    run_dir = start_run(cfg) if rank == 0 else Path(str(cfg.out)).expanduser().resolve()
     seed_everything(int(cfg.seed))  # same on every rank: identical initial weights
     name, pcfg = policy_config(cfg)
     dataset = build_dataset(cfg)
@@ -213,7 +199,6 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     return metrics
 
 
-@hydra.main(config_path=CONFIG_DIR, config_name="train", version_base=None)
 def _main(cfg: DictConfig) -> None:
     with exit_codes("robosteer-train"):  # bad dataset/checkpoint: 2; NaN loss or gradient: 1
         metrics = run(cfg)
@@ -235,8 +220,7 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    check_overrides("robosteer-train", "train", sys.argv[1:])  # one-line errors, exit 2
-    _main()
+    console_main("robosteer-train", "train", _main)
 
 
 if __name__ == "__main__":

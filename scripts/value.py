@@ -11,17 +11,14 @@ The run directory holds ``config.yaml``, ``metrics.json``, TensorBoard curves un
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from scripts.cli import check_overrides
-from scripts.common import CONFIG_DIR, dataset_paths, exit_codes, format_table, start_run, write_metrics
+from scripts.common import console_main, dataset_paths, exit_codes, format_table, start_run, write_metrics
 
 log = logging.getLogger("robosteer.value")
 SCORES = ("first", "chunk")
@@ -111,7 +108,6 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     return metrics
 
 
-@hydra.main(config_path=CONFIG_DIR, config_name="value", version_base=None)
 def _main(cfg: DictConfig) -> None:
     with exit_codes("robosteer-value"):  # bad dataset/checkpoint: 2; NaN loss: 1
         m = run(cfg)
@@ -131,8 +127,7 @@ def _main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    check_overrides("robosteer-value", "value", sys.argv[1:])  # one-line errors, exit 2
-    _main()
+    console_main("robosteer-value", "value", _main)
 
 
 if __name__ == "__main__":
