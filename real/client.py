@@ -3,8 +3,8 @@
 Why: steering code (DSRL, V-GPS) and the deploy runtime treat a policy as a black box with that surface;
 this client makes a policy served by :mod:`real.server` (on another machine, a GPU host) look exactly
 like a local one. ``sample`` returns torch tensors when given torch tensors and numpy otherwise; ``act``
-keeps the To-step observation history and Ta-step action queue on the client side, as
-``GenerativePolicy.act`` does, so a remote policy costs one round trip per Ta steps.
+keeps the To-step observation history and Ta-step action queue on the client side, in the action queue
+every local policy acts through (:mod:`policies.acting`), so a remote policy costs one round trip per Ta steps.
 
 Every failure surfaces as :class:`PolicyConnectionError` (server gone, handshake refused) or
 :class:`PolicyTimeout` (no reply within ``timeout_s``), never as a hang: the runtime turns both into a
@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from policies.acting import ActionQueue
 from real.protocol import (
     MAX_MESSAGE_BYTES,
     PROTOCOL_VERSION,
@@ -65,7 +66,6 @@ class PolicyClient:
         self._ids = itertools.count()
         self.last_timing: dict[str, float] = {}
         self._ws: Any = None
-        self._clear_act_state()
         from websockets.sync.client import connect
 
         try:
@@ -88,6 +88,7 @@ class PolicyClient:
         self.action_dim = int(self.metadata["action_dim"])
         self.task = self.metadata.get("task")
         self.supports_prefix = bool(self.metadata.get("supports_prefix", False))  # absent: an older server
+        self.acting = ActionQueue(_Remote(self), self.n_obs_steps, self.n_action_steps)
 
     # ------------------------------------------------------------------ transport
     def _roundtrip(self, msg: dict[str, Any], expect: str) -> dict[str, Any]:
@@ -158,36 +159,14 @@ class PolicyClient:
         return actions
 
     def reset(self, env_ids: Any = None) -> None:
-        """Clear the client's act() state and the server's per-episode state."""
-        self._clear_act_state()
+        """Clear the act() state of every row (or of ``env_ids``) and the server's per-episode state."""
+        self.acting.reset(env_ids)
         self._roundtrip({"type": "reset"}, expect="reset_ok")
 
-    def _clear_act_state(self) -> None:
-        self._hist: dict[str, np.ndarray] | None = None  # {key: (B, To, ...)}
-        self._queue: np.ndarray | None = None  # (B, Ta, Da)
-        self._qpos = 0
-
     def act(self, obs: Mapping[str, Any]) -> np.ndarray:
-        """Next action (B, Da) for a single-step obs {key: (B, ...)}: one round trip every Ta calls."""
-        cur = {k: _numpy(v) for k, v in obs.items()}
-        to = self.n_obs_steps
-        if (
-            self._hist is None
-            or next(iter(cur.values())).shape[0] != next(iter(self._hist.values())).shape[0]
-        ):
-            self._hist = {k: np.repeat(v[:, None], to, axis=1) for k, v in cur.items()}
-            self._queue = None
-        else:
-            self._hist = {
-                k: np.concatenate([self._hist[k][:, 1:], v[:, None]], axis=1) for k, v in cur.items()
-            }
-        if self._queue is None or self._qpos >= self.n_action_steps:
-            plan = self.sample(self._hist)  # (B, Tp, Da)
-            self._queue = plan[:, to - 1 : to - 1 + self.n_action_steps]
-            self._qpos = 0
-        action = self._queue[:, self._qpos]
-        self._qpos += 1
-        return action
+        """Next action (B, Da) for a single-step obs {key: (B, ...)} through the one action queue
+        (:class:`policies.acting.ActionQueue`): one round trip every Ta calls."""
+        return np.asarray(self.acting.act({k: _numpy(v) for k, v in obs.items()}))
 
     def eval(self) -> PolicyClient:
         """No-op (the served policy is already in inference mode); lets callers treat it like a module."""
@@ -205,6 +184,19 @@ class PolicyClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Remote:
+    """The client as the action queue's chunk planner; the server keeps no per-row state to forget."""
+
+    def __init__(self, client: PolicyClient) -> None:
+        self.client = client
+
+    def plan(self, obs: dict[str, Any], rows: Any) -> Any:
+        return self.client.sample(obs)  # (n, Tp, Da)
+
+    def reset_rows(self, rows: Any) -> None:
+        pass
 
 
 def _numpy(x: Any) -> np.ndarray:
