@@ -438,15 +438,25 @@ def load_run(path: str, which: str, kind: str, keys: tuple[str, ...]) -> tuple[A
             raise CheckpointError(f"{where}: key {key!r} is missing (written by an older robosteer?)")
     if cfg["base"] == SCRATCH:  # plain SAC from scratch: the identity noise -> chunk map
         return ck, make_scratch_base(*cfg["scratch_shape"])
-    if not Path(cfg["base"]).exists():
+    base_dir = Path(cfg["base"])
+    run_dir = ck.path.parent.parent if ck.path.parent.name == "checkpoints" else ck.path
+    beside = run_dir.parent / base_dir.name  # runs/ moved or copied as a whole: the base sits beside the run
+    if not base_dir.exists() and "base_hash" in cfg and beside.is_dir():
+        log.info(
+            "the recorded base %s is gone; using %s beside the run (its weight hash is checked)",
+            base_dir,
+            beside,
+        )
+        base_dir = beside
+    if not base_dir.exists():
         raise CheckpointError(
-            f"{where}: key 'base' points to {cfg['base']}, which no longer exists: "
+            f"{where}: key 'base' points to {cfg['base']}, which no longer exists (nor does {beside}): "
             f"{kind.upper()} steers that exact base policy, restore it there"
         )
-    base = load_policy(cfg["base"], which=cfg["base_which"])
+    base = load_policy(base_dir, which=cfg["base_which"])
     if "base_hash" in cfg and state_dict_hash(base) != cfg["base_hash"]:
         raise CheckpointError(
-            f"{where}: the base at {cfg['base']} (which={cfg['base_which']}) is not the one this actor was "
+            f"{where}: the base at {base_dir} (which={cfg['base_which']}) is not the one this actor was "
             "trained on (weight hash differs)"
         )
     return ck, base

@@ -136,6 +136,11 @@ def test_steered_policy_refuses_a_changed_base(setup, tmp_path):
     assert policy.act(obs).shape == (1, 4)
     cfg_path = run / "checkpoints" / "latest" / "config.json"
     cfg = json.loads(cfg_path.read_text())
+    recorded = dict(cfg)
+    cfg["base"] = str(tmp_path / "elsewhere" / Path(recorded["base"]).name)  # runs/ moved: base beside the run
+    cfg_path.write_text(json.dumps(cfg))
+    assert load(run, which="latest").act(obs).shape == (1, 4)  # found beside the run, its hash checked
+    cfg = dict(recorded)
     cfg["base_hash"] = "0" * 64  # as if the base had been retrained in place
     cfg_path.write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match="not the one this actor was trained on"):
