@@ -23,6 +23,7 @@ from policies.acting import ActionQueue
 from real.protocol import (
     MAX_MESSAGE_BYTES,
     PROTOCOL_VERSION,
+    PROTOCOLS,
     ProtocolError,
     RemoteError,
     decode,
@@ -88,7 +89,7 @@ class PolicyClient:
         self.action_dim = int(self.metadata["action_dim"])
         self.task = self.metadata.get("task")
         self.supports_prefix = bool(self.metadata.get("supports_prefix", False))  # absent: an older server
-        self.acting = ActionQueue(_Remote(self), self.n_obs_steps, self.n_action_steps)
+        self.acting = ActionQueue(RemotePlanner(self), self.n_obs_steps, self.n_action_steps)
 
     # ------------------------------------------------------------------ transport
     def _roundtrip(self, msg: dict[str, Any], expect: str) -> dict[str, Any]:
@@ -186,10 +187,26 @@ class PolicyClient:
         self.close()
 
 
-class _Remote:
-    """The client as the action queue's chunk planner; the server keeps no per-row state to forget."""
+def connect(url: str, protocol: str = "robosteer", token: str | None = None, timeout_s: float = 10.0) -> Any:
+    """The policy served at ``url`` as a local one (``sample`` / ``act`` / ``reset`` / ``shape_meta``), over
+    robosteer's wire (:class:`PolicyClient`) or openpi's (:class:`real.openpi.OpenpiClient`)."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol={protocol!r} is not known: expected one of {', '.join(PROTOCOLS)}")
+    if protocol == "robosteer":
+        return PolicyClient(url, token=token, timeout_s=timeout_s)
+    from real.openpi import OpenpiClient
 
-    def __init__(self, client: PolicyClient) -> None:
+    try:
+        return OpenpiClient(url, api_key=token)
+    except Exception as e:  # refused, unreachable, not a websocket: the same error as robosteer's client
+        raise PolicyConnectionError(f"cannot connect to openpi server {url}: {type(e).__name__}: {e}") from e
+
+
+class RemotePlanner:
+    """A remote client (anything with ``sample(obs)``) as the action queue's chunk planner; the server keeps
+    no per-row state for it to forget."""
+
+    def __init__(self, client: Any) -> None:
         self.client = client
 
     def plan(self, obs: dict[str, Any], rows: Any) -> Any:

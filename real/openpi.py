@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 import numpy as np
 
+from policies.acting import ActionQueue
+from real.client import RemotePlanner
 from real.protocol import ALLOWED_DTYPES, MAX_ARRAY_ELEMENTS, MAX_ARRAY_NDIM, ProtocolError, RemoteError
 
 if TYPE_CHECKING:
@@ -171,6 +173,10 @@ class OpenpiClient:
         self.noise_key: str | None = m.get("noise_key")
         self.noise_shape = tuple(m["noise_shape"]) if "noise_shape" in m else None
         self.n_obs_steps, self.n_action_steps = m.get("n_obs_steps"), m.get("n_action_steps")
+        self.shape_meta, self.task = m.get("shape_meta"), m.get("task")
+        self.acting: ActionQueue | None = None
+        if self.n_obs_steps and self.n_action_steps:
+            self.acting = ActionQueue(RemotePlanner(self), int(self.n_obs_steps), int(self.n_action_steps))
 
     def infer(self, obs: Mapping[str, Any]) -> dict[str, Any]:
         self._ws.send(packb(dict(obs)))
@@ -202,6 +208,22 @@ class OpenpiClient:
 
             return torch.from_numpy(out)
         return out
+
+    def act(self, obs: Mapping[str, Any]) -> np.ndarray:
+        """Next action (B, Da) for a single-step obs {key: (B, ...)}: one chunk per row every Ta calls."""
+        if self.acting is None:
+            raise ValueError(
+                f"{self.url} announces no n_obs_steps / n_action_steps (openpi's own servers do not): "
+                "its chunks can be sampled, but acting step by step needs them"
+            )
+        return np.asarray(self.acting.act({k: np.asarray(v) for k, v in obs.items()}))
+
+    def reset(self, env_ids: Any = None) -> None:
+        if self.acting is not None:
+            self.acting.reset(env_ids)
+
+    def eval(self) -> OpenpiClient:
+        return self
 
     def close(self) -> None:
         self._ws.close()

@@ -19,6 +19,10 @@ import msgpack
 import numpy as np
 
 PROTOCOL_VERSION = 1
+PROTOCOLS = (
+    "robosteer",
+    "openpi",
+)  # wires a server speaks / a client dials: this one, or openpi's (real/openpi.py)
 MAX_MESSAGE_BYTES = 16 * 2**20  # default cap on one encoded message (server and client)
 MAX_ARRAY_NDIM = 6
 MAX_ARRAY_ELEMENTS = 8 * 2**20

@@ -44,6 +44,7 @@ from real.protocol import (
     MAX_MESSAGE_BYTES,
     POLICY_REQUESTS,
     PROTOCOL_VERSION,
+    PROTOCOLS,
     ProtocolError,
     check_hello,
     check_obs,
@@ -57,10 +58,6 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 1024  # default cap on the rows of one request
 SLICE_ROWS = 64  # default rows of one scheduling slice of a ``sample`` batch
-PROTOCOLS = (
-    "robosteer",
-    "openpi",
-)  # robosteer-serve protocol=...: this project's wire, or openpi's (real/openpi.py)
 
 
 def is_loopback(host: str) -> bool:

@@ -7,6 +7,7 @@ success and proves that the data regenerates exactly (it reports the largest obs
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import numpy as np
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from scripts.common import console_main, exit_codes, format_table, start_run, write_metrics
+from scripts.common import UsageError, console_main, exit_codes, format_table, start_run, write_metrics
 from scripts.schemas import EVAL_SOURCES
 
 
@@ -93,7 +94,7 @@ def steer_policy(cfg: DictConfig, policy: Any, task: str) -> Any:
             )
         task_id = critic.task_names.index(task)
     score = "first" if critic.action_steps == 1 else "chunk"
-    ta = int(policy.config.n_action_steps)
+    ta = int(getattr(policy, "config", policy).n_action_steps)  # a served policy has no config
     every = cfg.get("replan_every")
     if every is not None and not 1 <= int(every) <= ta:
         raise ValueError(
@@ -110,6 +111,23 @@ def steer_policy(cfg: DictConfig, policy: Any, task: str) -> Any:
         task_id=task_id,
         seed=int(cfg.seed),
     ).eval()
+
+
+def served_policy(cfg: DictConfig) -> Any:
+    """``checkpoint=ws://HOST:PORT``: the policy a robosteer-serve (or openpi) server serves, acting here."""
+    from real.client import PolicyConnectionError, connect
+
+    try:
+        policy = connect(str(cfg.checkpoint), str(cfg.protocol), cfg.token, float(cfg.policy_timeout_s))
+    except PolicyConnectionError as e:
+        raise UsageError(f"checkpoint={cfg.checkpoint}: {e}") from None
+    if not policy.shape_meta or policy.acting is None:
+        policy.close()
+        raise UsageError(
+            f"checkpoint={cfg.checkpoint} announces no shape_meta / n_obs_steps / n_action_steps (openpi's own "
+            "servers do not): evaluation needs them to build the observations and act"
+        )
+    return policy
 
 
 def set_sample_levels(policy: Any, value: str, checkpoint: str) -> None:
@@ -147,6 +165,7 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
     torch.set_num_threads(int(cfg.threads))
     steered = False
+    closing = contextlib.ExitStack()  # a served policy's connection
     if cfg.policy.name == "expert":
         if not cfg.task:
             raise ValueError("policy=expert needs task=<name>, e.g. task=push-v3")
@@ -154,17 +173,22 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     else:
         if not cfg.checkpoint:
             raise ValueError("policy=checkpoint needs checkpoint=<run dir>, e.g. checkpoint=runs/dp")
-        from policies.loading import ACTING_KINDS, load, run_kind
-        from policies.steering import STEERING_KINDS
+        if str(cfg.checkpoint).startswith(("ws://", "wss://")):
+            policy = served_policy(cfg)
+            closing.callback(policy.close)
+            steered = bool(policy.metadata.get("steered"))
+        else:
+            from policies.loading import ACTING_KINDS, load, run_kind
+            from policies.steering import STEERING_KINDS
 
-        kind = run_kind(cfg.checkpoint)
-        if kind not in ACTING_KINDS:
-            raise ValueError(
-                f"checkpoint={cfg.checkpoint} is a {kind} run, which does not act: pass a run of "
-                f"robosteer-train or robosteer-steer (a critic goes to critic= with steer=vgps)"
-            )
-        steered = kind in STEERING_KINDS  # a robosteer-steer run: its base + the steering actor
-        policy = load(cfg.checkpoint, which=str(cfg.which), deterministic=bool(cfg.deterministic))
+            kind = run_kind(cfg.checkpoint)
+            if kind not in ACTING_KINDS:
+                raise ValueError(
+                    f"checkpoint={cfg.checkpoint} is a {kind} run, which does not act: pass a run of "
+                    f"robosteer-train or robosteer-steer (a critic goes to critic= with steer=vgps)"
+                )
+            steered = kind in STEERING_KINDS  # a robosteer-steer run: its base + the steering actor
+            policy = load(cfg.checkpoint, which=str(cfg.which), deterministic=bool(cfg.deterministic))
         task = cfg.task or policy.task
         if not task:
             raise ValueError(f"the checkpoint {cfg.checkpoint} names no task: pass task=<name>")
@@ -187,7 +211,7 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         randomization=cfg.get("randomization"),
     )
     video_path = run_dir / "videos" / f"{task}.mp4" if cfg.video else None
-    with env, torch.no_grad():
+    with closing, env, torch.no_grad():
         metrics = sim.evaluate(
             env,
             policy,

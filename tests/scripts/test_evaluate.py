@@ -77,3 +77,50 @@ def test_sample_levels_override_is_for_streaming_checkpoints_only():
         set_sample_levels(sdp, "const", "runs/sdp")
     set_sample_levels(sdp, "constant", "runs/sdp")
     assert sdp.config.sample_levels == "constant"
+
+
+FIXTURE = ROOT / "tests" / "fixtures" / "runs_fa6b6cd"  # a DP base and a DSRL run on it (test_run_fixtures)
+SHORT = ("task=push-v3", "episodes=2", "num_envs=2", "video=false", "max_episode_steps=40", "which=latest")
+
+
+@pytest.mark.parametrize("protocol", ["robosteer", "openpi"])
+def test_a_served_policy_is_evaluated_as_the_local_run_is(tmp_path, protocol):
+    from real.server import PolicyServer, load_backend
+
+    run = FIXTURE / "dsrl"
+    server = PolicyServer(load_backend(run, which="latest"), port=0, protocol=protocol).start()
+    try:
+        served = _run(f"checkpoint={server.url}", f"protocol={protocol}", *SHORT, f"out={tmp_path / 's'}")
+    finally:
+        server.stop()
+    local = _run(f"checkpoint={run}", *SHORT, f"out={tmp_path / 'l'}")
+    assert served.returncode == 0, served.stderr[-2000:]
+    assert local.returncode == 0, local.stderr[-2000:]
+    m_served = json.loads((tmp_path / "s" / "metrics.json").read_text())
+    m_local = json.loads((tmp_path / "l" / "metrics.json").read_text())
+    assert m_served["steered"] is True and m_served["episodes"] == 2  # the server's metadata says so
+    assert m_served["mean_return"] == pytest.approx(m_local["mean_return"], abs=1e-3)
+
+
+def test_an_unreachable_or_silent_server_is_one_clear_line(tmp_path):
+    import threading
+
+    from websockets.sync.server import serve
+
+    from real.openpi import packb
+
+    res = _run("checkpoint=ws://127.0.0.1:9", *SHORT, f"out={tmp_path / 'a'}")
+    assert res.returncode == 2 and "cannot connect to policy server ws://127.0.0.1:9" in res.stderr
+    assert "Traceback" not in res.stderr
+
+    def bare_openpi(ws):  # openpi's own server: metadata without robosteer's announcements
+        ws.send(packb({}))
+        for _ in ws:
+            pass
+
+    with serve(bare_openpi, "127.0.0.1", 0) as srv:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        url = f"ws://127.0.0.1:{srv.socket.getsockname()[1]}"
+        res = _run(f"checkpoint={url}", "protocol=openpi", *SHORT, f"out={tmp_path / 'b'}")
+        srv.shutdown()
+    assert res.returncode == 2 and "announces no shape_meta" in res.stderr, res.stderr[-2000:]

@@ -137,7 +137,9 @@ def test_steered_policy_refuses_a_changed_base(setup, tmp_path):
     cfg_path = run / "checkpoints" / "latest" / "config.json"
     cfg = json.loads(cfg_path.read_text())
     recorded = dict(cfg)
-    cfg["base"] = str(tmp_path / "elsewhere" / Path(recorded["base"]).name)  # runs/ moved: base beside the run
+    cfg["base"] = str(
+        tmp_path / "elsewhere" / Path(recorded["base"]).name
+    )  # runs/ moved: base beside the run
     cfg_path.write_text(json.dumps(cfg))
     assert load(run, which="latest").act(obs).shape == (1, 4)  # found beside the run, its hash checked
     cfg = dict(recorded)
