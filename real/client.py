@@ -167,7 +167,7 @@ class PolicyClient:
     def act(self, obs: Mapping[str, Any]) -> np.ndarray:
         """Next action (B, Da) for a single-step obs {key: (B, ...)} through the one action queue
         (:class:`policies.acting.ActionQueue`): one round trip every Ta calls."""
-        return np.asarray(self.acting.act({k: _numpy(v) for k, v in obs.items()}))
+        return self.acting.act({k: _numpy(v) for k, v in obs.items()})  # numpy in -> numpy out
 
     def eval(self) -> PolicyClient:
         """No-op (the served policy is already in inference mode); lets callers treat it like a module."""
@@ -196,10 +196,7 @@ def connect(url: str, protocol: str = "robosteer", token: str | None = None, tim
         return PolicyClient(url, token=token, timeout_s=timeout_s)
     from real.openpi import OpenpiClient
 
-    try:
-        return OpenpiClient(url, api_key=token)
-    except Exception as e:  # refused, unreachable, not a websocket: the same error as robosteer's client
-        raise PolicyConnectionError(f"cannot connect to openpi server {url}: {type(e).__name__}: {e}") from e
+    return OpenpiClient(url, api_key=token)
 
 
 class RemotePlanner:

@@ -26,7 +26,7 @@ import msgpack
 import numpy as np
 
 from policies.acting import ActionQueue
-from real.client import RemotePlanner
+from real.client import PolicyConnectionError, RemotePlanner
 from real.protocol import ALLOWED_DTYPES, MAX_ARRAY_ELEMENTS, MAX_ARRAY_NDIM, ProtocolError, RemoteError
 
 if TYPE_CHECKING:
@@ -167,7 +167,14 @@ class OpenpiClient:
         self.url = url if url.startswith("ws") else f"ws://{url}"
         self.max_message_bytes = max_message_bytes
         headers = {"Authorization": f"Api-Key {api_key}"} if api_key else None
-        self._ws = connect(self.url, compression=None, max_size=max_message_bytes, additional_headers=headers)
+        try:
+            self._ws = connect(
+                self.url, compression=None, max_size=max_message_bytes, additional_headers=headers
+            )
+        except Exception as e:  # refused, unreachable, not a websocket: as robosteer's own client reports it
+            raise PolicyConnectionError(
+                f"cannot connect to openpi server {url}: {type(e).__name__}: {e}"
+            ) from e
         self.metadata: dict[str, Any] = _text_keys(unpackb(self._ws.recv(), max_message_bytes))
         m = self.metadata  # robosteer's servers announce these; openpi's own announce none of them
         self.noise_key: str | None = m.get("noise_key")
@@ -216,7 +223,7 @@ class OpenpiClient:
                 f"{self.url} announces no n_obs_steps / n_action_steps (openpi's own servers do not): "
                 "its chunks can be sampled, but acting step by step needs them"
             )
-        return np.asarray(self.acting.act({k: np.asarray(v) for k, v in obs.items()}))
+        return self.acting.act({k: np.asarray(v) for k, v in obs.items()})  # numpy in -> numpy out
 
     def reset(self, env_ids: Any = None) -> None:
         if self.acting is not None:
