@@ -230,6 +230,13 @@ FAULTS = [
     ),
     # ------------------------------------------------------------------------------------------ loop
     _f(
+        "loop: a base moved along with its steering run is not looked for beside it",
+        LOOP,
+        'if not base_dir.exists() and "base_hash" in cfg and beside.is_dir():',
+        'if not base_dir.exists() and "base_hash" in cfg and beside.is_file():',
+        "tests/scripts/test_steer.py::test_steered_policy_refuses_a_changed_base",
+    ),
+    _f(
         "loop: a time-out stored as terminal",
         LOOP,
         "done=torch.as_tensor(terminated, dtype=torch.float32, device=device),",
