@@ -8,7 +8,7 @@ export PYTHONUNBUFFERED := 1
 
 .PHONY: install test test-all lint typecheck demo clean check-tables
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml setup.py
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
 	$(PY) -m pip install -q --no-deps robomimic==0.3.0 openpi-client==0.1.2  # (openpi-client pins numpy<2)
@@ -28,13 +28,17 @@ check-tables: $(STAMP)
 
 # mypy on sim/isaac ([tool.mypy] in pyproject.toml). isaacgym-stubs 1.1rc4 declares two properties named
 # `lambda` (a keyword, so no parser accepts the file): check against a copy with them renamed `lambda_`.
+# mypy cannot follow robosteer's checkout mapping (robosteer/__init__.py reaches up to sim/ at run time):
+# it checks robosteer.sim through a folder whose robosteer/sim links to the repository's sim/.
 TYPINGS := $(VENV)/isaacgym-typings
+MYPY_SRC := $(VENV)/mypy-src
 typecheck: $(STAMP)
 	@mkdir -p $(TYPINGS)/isaacgym
 	@stubs=$$($(PY) -c 'import importlib.metadata as m; print(m.distribution("isaacgym-stubs").locate_file("isaacgym-stubs"))') \
 	  && sed 's/def lambda(/def lambda_(/' "$$stubs/gymapi.pyi" > $(TYPINGS)/isaacgym/gymapi.pyi \
 	  && echo 'from . import gymapi as gymapi' > $(TYPINGS)/isaacgym/__init__.pyi
-	MYPYPATH=$(TYPINGS) $(PY) -m mypy
+	@mkdir -p $(MYPY_SRC)/robosteer && : > $(MYPY_SRC)/robosteer/__init__.py && ln -sfn $(CURDIR)/sim $(MYPY_SRC)/robosteer/sim
+	MYPYPATH=$(TYPINGS):$(MYPY_SRC) $(PY) -m mypy
 
 test-all: $(STAMP)
 	$(PY) -m pytest -m ''

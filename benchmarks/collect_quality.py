@@ -18,9 +18,9 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from results_tables import append_row
 
-from scripts.collect import collect
-from scripts.common import format_table
-from scripts.evaluate import replay_dataset
+from robosteer.scripts.collect import collect
+from robosteer.scripts.common import format_table
+from robosteer.scripts.evaluate import replay_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 # the printed table's columns: the rows' keys

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scripts.common import log_beside, read_results, run_module
+from robosteer.scripts.common import log_beside, read_results, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,7 +52,13 @@ def main() -> None:
         if not (demos / "demos.hdf5").exists():
             # 112 kept episodes: 10% go to the validation split, leaving >= 100 training demos.
             _run(
-                ["scripts.collect", f"task={task}", "episodes=112", "progress=false", f"out={demos}"],
+                [
+                    "robosteer.scripts.collect",
+                    f"task={task}",
+                    "episodes=112",
+                    "progress=false",
+                    f"out={demos}",
+                ],
                 out / f"{task}_collect.log",
             )
         for policy in args.policies:
@@ -65,7 +71,7 @@ def main() -> None:
                     start = time.perf_counter()
                     _run(
                         [
-                            "scripts.train",
+                            "robosteer.scripts.train",
                             f"policy={policy}",
                             f"dataset={demos / 'demos.hdf5'}",
                             f"demo_limit={n}",
@@ -80,7 +86,7 @@ def main() -> None:
                     train_s = time.perf_counter() - start
                     _run(
                         [
-                            "scripts.evaluate",
+                            "robosteer.scripts.evaluate",
                             f"checkpoint={run}",
                             "which=ema",
                             f"task={task}",

@@ -26,12 +26,12 @@ sys.path.insert(0, str(ROOT))
 
 from results_tables import append_row  # noqa: E402
 
-from scripts.common import format_table, read_results  # noqa: E402
+from robosteer.scripts.common import format_table, read_results  # noqa: E402
 
 
 def cell_args(args: argparse.Namespace, latency: float, mode: str, out: Path) -> list[str]:
     return [
-        "scripts.deploy",
+        "robosteer.scripts.deploy",
         "robot=sim_twin",
         f"policy={args.checkpoint}",
         f"task={args.task}",
@@ -79,7 +79,7 @@ def main() -> None:
     if not (ref_dir / "metrics.json").exists():
         with (out / "eval.log").open("w") as log:
             subprocess.run(
-                [sys.executable, "-m", "scripts.evaluate", f"checkpoint={args.checkpoint}", f"task={args.task}",
+                [sys.executable, "-m", "robosteer.scripts.evaluate", f"checkpoint={args.checkpoint}", f"task={args.task}",
                  f"episodes={args.episodes}", "video=false", "progress=false", f"out={ref_dir}"],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=True,
             )  # fmt: skip

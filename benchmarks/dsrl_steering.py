@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from scripts.common import log_beside, provenance, read_results, run_module
+from robosteer.scripts.common import log_beside, provenance, read_results, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_SEED = 200000
@@ -41,7 +41,7 @@ def _evaluate(checkpoint: Path, task: str, episodes: int, out: Path, which: str 
     if not (out / "metrics.json").exists():
         _run(
             [
-                "scripts.evaluate",
+                "robosteer.scripts.evaluate",
                 f"checkpoint={checkpoint}",
                 f"which={which}",
                 f"task={task}",
@@ -66,7 +66,7 @@ def weak_base(
     if not (data / "demos.hdf5").exists():
         _run(
             [
-                "scripts.collect",
+                "robosteer.scripts.collect",
                 f"task={task}",
                 f"episodes={demos}",
                 "seed=0",
@@ -81,7 +81,7 @@ def weak_base(
     if not (base / "metrics.json").exists():
         _run(
             [
-                "scripts.train",
+                "robosteer.scripts.train",
                 "policy=diffusion",
                 f"dataset={data / 'demos.hdf5'}",
                 f"task={task}",
@@ -104,8 +104,8 @@ def shared_noise_check(base: Path, task: str, episodes: int) -> dict[str, float]
 
     import torch
 
-    import sim
-    from policies import load_policy
+    from robosteer import sim
+    from robosteer.policies import load_policy
 
     torch.set_num_threads(1)
     policy = load_policy(base, which="ema")
@@ -251,7 +251,7 @@ def main() -> None:
                 else:
                     algo = [f"base={base}", "which=ema", f"variant={variant}"]
                     algo += [f"offline={demos}"] if variant == "na" else []
-                command = ["scripts.steer", *algo, *steer_budget(args, seed, run), *args.overrides]
+                command = ["robosteer.scripts.steer", *algo, *steer_budget(args, seed, run), *args.overrides]
                 wall = None  # a run that finished before its results row was written is reused as it is
                 if not (run / "metrics.json").exists():
                     start = time.perf_counter()

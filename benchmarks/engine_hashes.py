@@ -22,19 +22,31 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scripts.common import provenance, run_module
+from robosteer.scripts.common import provenance, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "push-v3"
 
 # (name, module, overrides): {data} is the dataset, {dp} the DP run; every run is seeded (seed=0) and quiet.
 RUNS: list[tuple[str, str, list[str]]] = [
-    ("dp", "scripts.train", ["policy=diffusion", "dataset={data}", "steps=500", "checkpoint_every=250"]),
-    ("flow", "scripts.train", ["policy=flow", "dataset={data}", "steps=500", "checkpoint_every=250"]),
-    ("sdp", "scripts.train", ["policy=streaming", "dataset={data}", "steps=500", "checkpoint_every=250"]),
+    (
+        "dp",
+        "robosteer.scripts.train",
+        ["policy=diffusion", "dataset={data}", "steps=500", "checkpoint_every=250"],
+    ),
+    (
+        "flow",
+        "robosteer.scripts.train",
+        ["policy=flow", "dataset={data}", "steps=500", "checkpoint_every=250"],
+    ),
+    (
+        "sdp",
+        "robosteer.scripts.train",
+        ["policy=streaming", "dataset={data}", "steps=500", "checkpoint_every=250"],
+    ),
     (
         "dsrl_na",
-        "scripts.steer",
+        "robosteer.scripts.steer",
         # run.reward pinned: its default became "shaped" after the hashes of fa6b6cd were recorded (issue 26)
         [
             "algo=dsrl",
@@ -48,16 +60,16 @@ RUNS: list[tuple[str, str, list[str]]] = [
     ),
     (
         "expo",
-        "scripts.steer",
+        "robosteer.scripts.steer",
         ["algo=expo", "base={dp}", "offline={data}", "env_steps=1000", "run.warmup_chunks=25"],
     ),
-    ("iql", "scripts.value", ["algo=iql", "dataset={data}", "steps=500"]),
-    ("calql", "scripts.value", ["algo=calql", "dataset={data}", "steps=500"]),
+    ("iql", "robosteer.scripts.value", ["algo=iql", "dataset={data}", "steps=500"]),
+    ("calql", "robosteer.scripts.value", ["algo=calql", "dataset={data}", "steps=500"]),
 ]
 # Per command: what keeps it quiet and short (no evaluation beyond a 2-episode final one, no progress bars).
 QUIET = {
-    "scripts.train": ["progress=false"],
-    "scripts.steer": [
+    "robosteer.scripts.train": ["progress=false"],
+    "robosteer.scripts.steer": [
         f"task={TASK}",
         "eval_base=false",
         "run.eval_every=0",
@@ -65,7 +77,7 @@ QUIET = {
         "num_envs=2",
         "run.progress=false",
     ],
-    "scripts.value": [],
+    "robosteer.scripts.value": [],
 }
 
 
@@ -85,7 +97,14 @@ def run_all(work: Path) -> dict[str, dict[str, str]]:
     """Every run of RUNS in ``work``; returns ``{run: tensor_hashes}``."""
     data = work / "demos"
     run_module(
-        ["scripts.collect", f"task={TASK}", "episodes=5", "seed=0", "progress=false", f"out={data}"],
+        [
+            "robosteer.scripts.collect",
+            f"task={TASK}",
+            "episodes=5",
+            "seed=0",
+            "progress=false",
+            f"out={data}",
+        ],
         work / "collect.log",
         ROOT,
     )

@@ -20,7 +20,7 @@ import mujoco
 import numpy as np
 from results_tables import append_row
 
-import sim
+from robosteer import sim
 
 TASKS = ("reach-v3", "push-v3", "pick-place-v3", "button-press-topdown-v3", "drawer-open-v3")
 

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from dsrl_steering import EVAL_SEED
 
-from scripts.common import format_table, read_results
+from robosteer.scripts.common import format_table, read_results
 
 
 def parse_setting(text: str) -> tuple[int, int, int | None]:
@@ -46,7 +46,7 @@ def parse_setting(text: str) -> tuple[int, int, int | None]:
 
 def load_otf(run: Path, which: str) -> Any:
     """``run``'s OTF policy (EMA base, critic, edit policy), loaded once and re-evaluated per setting."""
-    from policies.steering.expo import load_expo_policy
+    from robosteer.policies.steering.expo import load_expo_policy
 
     policy = load_expo_policy(str(run), which)
     if policy.agent.config.policy != "otf":
@@ -60,7 +60,7 @@ def evaluate_setting(policy: Any, run: Path, n: int, m: int, k: int | None, epis
     """Success of the run's agent with N base samples and M edits (its critic, base and edit policy), scored
     by the min over a random K of its target heads (None: the run's ``num_min_qs``). The agent's trained
     config is restored afterwards, so settings do not leak into each other."""
-    import sim
+    from robosteer import sim
 
     agent = policy.agent
     if m > 0 and agent.actor is None:

@@ -39,7 +39,7 @@ from dsrl_steering import (
     weak_base,
 )  # the sibling benchmark's base and evaluation
 
-from scripts.common import format_table, log_beside, read_results, run_module
+from robosteer.scripts.common import format_table, log_beside, read_results, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = {
@@ -242,7 +242,7 @@ def main() -> None:
                 run = out / task / f"{method}_s{seed}"
                 start = time.perf_counter()
                 steer = [
-                    "scripts.steer",
+                    "robosteer.scripts.steer",
                     *METHODS[method],
                     f"base={base}",
                     "which=ema",

@@ -33,8 +33,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from policies import make_policy
-from policies.steering.expo import EXPO, EXPOConfig
+from robosteer.policies import make_policy
+from robosteer.policies.steering.expo import EXPO, EXPOConfig
 
 STATE_DIM, ACTION_DIM = 39, 4  # Meta-World v3
 

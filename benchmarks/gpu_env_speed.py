@@ -26,7 +26,7 @@ def warp_steps_per_s(num_worlds: int, device: str, seconds: float) -> float:
     """Total env steps/s (all worlds) of WarpReachEnv under uniform random actions."""
     import torch
 
-    from sim.gpu import WarpReachEnv
+    from robosteer.sim.gpu import WarpReachEnv
 
     env = WarpReachEnv(num_worlds=num_worlds, seed=0, device=device)
     env.reset(seed=0)
@@ -49,7 +49,7 @@ def cpu_reference(envs: list[int], seconds: float) -> dict[str, float]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from env_speed import env_steps_per_s
 
-    import sim
+    from robosteer import sim
 
     out = {}
     for b in envs:

@@ -27,9 +27,9 @@ import numpy as np
 import torch
 from results_tables import append_row
 
-from policies import make_policy
-from policies.base import GenerativePolicy
-from policies.data import open_dataset
+from robosteer.policies import make_policy
+from robosteer.policies.base import GenerativePolicy
+from robosteer.policies.data import open_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT / "runs" / "calib" / "push_demos" / "demos.hdf5"

@@ -68,8 +68,8 @@ def side_ours(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
     import torch
 
-    from policies import make_policy
-    from policies.data import SequenceDataset
+    from robosteer.policies import make_policy
+    from robosteer.policies.data import SequenceDataset
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

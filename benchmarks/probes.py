@@ -71,7 +71,7 @@ class Probe:
 # ---------------------------------------------------------------------------------------------- CLI
 def _cli(config: str, args: list[str], want: str) -> Callable[[], tuple[bool, str]]:
     def run() -> tuple[bool, str]:
-        from scripts.cli import check_overrides
+        from robosteer.scripts.cli import check_overrides
 
         err = io.StringIO()
         code: Any = 0
@@ -108,7 +108,7 @@ def _leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def cli_probes() -> list[Probe]:
-    from scripts.cli import POSITIVE, _compose, _groups
+    from robosteer.scripts.cli import POSITIVE, _compose, _groups
 
     probes = []
     for config in COMMANDS:
@@ -154,7 +154,7 @@ def cli_probes() -> list[Probe]:
 
 # ---------------------------------------------------------------------------------------------- datasets
 def _write_dataset(path: Path) -> None:
-    from policies.data import DatasetWriter
+    from robosteer.policies.data import DatasetWriter
 
     rng = np.random.default_rng(0)
     with DatasetWriter(path, {"env_name": "push-v3", "type": 2, "env_kwargs": {"obs": "state"}}) as w:
@@ -183,8 +183,8 @@ def _dataset_probe(work: Path, name: str, spoil: Callable[[Path], Path]) -> Call
     def run() -> tuple[bool, str]:
         from omegaconf import OmegaConf
 
-        from policies.data import DatasetError, SequenceDataset
-        from scripts.dataset import run as dataset_run
+        from robosteer.policies.data import DatasetError, SequenceDataset
+        from robosteer.scripts.dataset import run as dataset_run
 
         good = work / "good.hdf5"
         if not good.exists():
@@ -284,8 +284,8 @@ def _checkpoint_probe(
     work: Path, run: str, label: str, spoil: Callable[[Path], None]
 ) -> Callable[[], tuple[bool, str]]:
     def go() -> tuple[bool, str]:
-        from policies.checkpoint import CheckpointError
-        from policies.loading import load
+        from robosteer.policies.checkpoint import CheckpointError
+        from robosteer.policies.loading import load
 
         dst = work / f"{run}-{abs(hash(label))}"
         shutil.rmtree(dst, ignore_errors=True)
@@ -375,8 +375,8 @@ class _Server:
         if cls.srv is None:
             import torch
 
-            from policies import make_policy
-            from real.server import PolicyBackend, PolicyServer
+            from robosteer.policies import make_policy
+            from robosteer.real.server import PolicyBackend, PolicyServer
 
             torch.manual_seed(0)
             meta = {"obs": {"state": {"shape": [39], "type": "low_dim"}}, "action": {"shape": [4]}}
@@ -398,7 +398,7 @@ class _Server:
 
 
 def _healthy(srv: Any) -> bool:
-    from real.client import PolicyClient
+    from robosteer.real.client import PolicyClient
 
     if srv.health()["status"] == "stuck":  # "busy" for a moment after a reply is fine
         return False
@@ -414,7 +414,7 @@ def _wire_probe(hello: Any, message: Any = None) -> Callable[[], tuple[bool, str
     def run() -> tuple[bool, str]:
         from websockets.sync.client import connect
 
-        from real.protocol import decode, encode
+        from robosteer.real.protocol import decode, encode
 
         srv = _Server.get()
         seen = "(nothing)"
@@ -438,7 +438,7 @@ def _wire_probe(hello: Any, message: Any = None) -> Callable[[], tuple[bool, str
 def wire_probes() -> list[Probe]:
     import msgpack
 
-    from real.protocol import PROTOCOL_VERSION
+    from robosteer.real.protocol import PROTOCOL_VERSION
 
     ok_hello = {"type": "hello", "version": PROTOCOL_VERSION, "token": _Server.token}
     good = np.zeros((1, 2, 39), np.float32)
@@ -509,10 +509,10 @@ def _episode_probe(work: Path, part: str, method: str, nth: int) -> Callable[[],
     """Three deploy episodes with ``part.method`` failing (or returning NaN) on its ``nth`` call."""
 
     def run() -> tuple[bool, str]:
-        from policies.data import DatasetWriter, open_dataset
-        from real.robot import RobotError
-        from real.runtime import ControlLoop, RuntimeConfig, run_episodes
-        from real.safety import SafetyConfig, SafetyFilter
+        from robosteer.policies.data import DatasetWriter, open_dataset
+        from robosteer.real.robot import RobotError
+        from robosteer.real.runtime import ControlLoop, RuntimeConfig, run_episodes
+        from robosteer.real.safety import SafetyConfig, SafetyFilter
 
         kit = _real_kit()
         calls: Counter = Counter()
@@ -616,7 +616,7 @@ def _load_probe(clients: int, hog: bool) -> Callable[[], tuple[bool, str]]:
         import threading
         import time
 
-        from real.client import PolicyClient
+        from robosteer.real.client import PolicyClient
 
         srv = _Server.get()
         cap = int(srv.health()["max_batch"])

@@ -19,8 +19,8 @@ import mujoco
 import numpy as np
 from results_tables import append_row
 
-import sim
-from sim.render import CameraRenderer
+from robosteer import sim
+from robosteer.sim.render import CameraRenderer
 
 
 def images_per_s(task: str, size: int, tuned: bool, seconds: float) -> float:

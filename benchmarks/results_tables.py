@@ -35,7 +35,7 @@ def bench_command() -> list[str]:
 
 def append_row(path: str | Path, row: dict[str, Any], command: list[str] | None = None) -> dict[str, Any]:
     """Append ``row`` and its provenance (command, commit, machine, load) to a JSON-lines rows file."""
-    from scripts.common import provenance
+    from robosteer.scripts.common import provenance
 
     full = {**row, **provenance(command or bench_command(), ROOT)}
     path = Path(path) if Path(path).is_absolute() else ROOT / path
@@ -96,7 +96,7 @@ def last_per(rows: list[Row], key: Callable[[Row], Any]) -> dict[Any, Row]:
 
 def table(columns: list[str], body: list[list[Any]]) -> str:
     """The one markdown formatter (``scripts.common.format_table``: floats as 3 significant digits)."""
-    from scripts.common import format_table
+    from robosteer.scripts.common import format_table
 
     keys = [str(i) for i in range(len(columns))]  # positional: two columns may share a title
     _, rest = format_table([dict(zip(keys, cells)) for cells in body], keys).split("\n", 1)

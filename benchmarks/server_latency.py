@@ -40,8 +40,8 @@ def main() -> None:
     requests = min(int(args.requests), 5000)
     torch.set_num_threads(1)
 
-    from real.client import PolicyClient
-    from real.server import PolicyServer, load_backend
+    from robosteer.real.client import PolicyClient
+    from robosteer.real.server import PolicyServer, load_backend
 
     backend = load_backend(args.checkpoint)
     rng = np.random.default_rng(0)

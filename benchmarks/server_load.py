@@ -42,7 +42,7 @@ def pct(xs: list[float], q: float) -> float:
 def start_server(checkpoint: str, max_batch: int, slice_rows: int, out: str) -> tuple[subprocess.Popen, str]:
     """robosteer-serve in its own process (so client threads here do not share its interpreter)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scripts.serve", f"checkpoint={checkpoint}", "port=0", f"out={out}",
+        [sys.executable, "-m", "robosteer.scripts.serve", f"checkpoint={checkpoint}", "port=0", f"out={out}",
          f"max_batch={max_batch}", f"slice_rows={slice_rows}", "threads=1"],
         cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True,
@@ -70,7 +70,7 @@ def small_clients(
     url: str, clients: int, requests: int, obs_dim: int, to: int, timeout_s: float
 ) -> tuple[list[float], list[str]]:
     """``clients`` threads, each with its own connection, sending ``requests`` one-row requests at once."""
-    from real.client import PolicyClient
+    from robosteer.real.client import PolicyClient
 
     rtts: list[float] = []
     errors: list[str] = []
@@ -120,9 +120,9 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from real.client import PolicyClient
-    from real.server import load_backend
-    from scripts.common import provenance
+    from robosteer.real.client import PolicyClient
+    from robosteer.real.server import load_backend
+    from robosteer.scripts.common import provenance
 
     ckpt = Path(args.checkpoint)
     ckpt = ckpt if ckpt.is_absolute() else ROOT / ckpt

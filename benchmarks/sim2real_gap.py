@@ -21,7 +21,7 @@ import os
 import time
 from pathlib import Path
 
-from scripts.common import format_table, read_results, run_module
+from robosteer.scripts.common import format_table, read_results, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAININGS = ("nominal", "randomized")
@@ -32,7 +32,7 @@ def _collect(task: str, demos: int, randomization: str, out: Path, log: Path) ->
     path = out / "demos.hdf5"
     if not (out / "metrics.json").exists():  # collect writes metrics.json last: a finished dataset
         args = [f"task={task}", f"episodes={demos}", f"randomization={randomization}"]
-        run_module(["scripts.collect", *args, "progress=false", f"out={out}"], log, ROOT)
+        run_module(["robosteer.scripts.collect", *args, "progress=false", f"out={out}"], log, ROOT)
     return path
 
 
@@ -43,14 +43,14 @@ def _train(dataset: Path, policy: str, steps: int, seed: int, out: Path, log: Pa
         resume = (out / "checkpoints" / "latest").exists()
         args = [f"policy={policy}", f"dataset={dataset}", f"steps={steps}", f"seed={seed}"]
         args += ["progress=false", f"resume={str(resume).lower()}", f"out={out}"]
-        run_module(["scripts.train", *args], log, ROOT)
+        run_module(["robosteer.scripts.train", *args], log, ROOT)
     return time.perf_counter() - start
 
 
 def _evaluate(run: Path, task: str, randomization: str, episodes: int, out: Path, log: Path) -> dict:
     args = [f"checkpoint={run}", "which=ema", f"task={task}", f"episodes={episodes}", "seed=200000"]
     args += [f"randomization={randomization}", "video=false", "progress=false", f"out={out}"]
-    run_module(["scripts.evaluate", *args], log, ROOT)
+    run_module(["robosteer.scripts.evaluate", *args], log, ROOT)
     return json.loads((out / "metrics.json").read_text())
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from results_tables import append_row
 
-from scripts.common import format_table
+from robosteer.scripts.common import format_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,7 @@ def main() -> None:
             cmd = [
                 sys.executable,
                 "-m",
-                "scripts.steer",
+                "robosteer.scripts.steer",
                 f"base={run}",
                 f"offline={demos}",
                 "check_only=true",

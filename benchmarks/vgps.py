@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scripts.common import log_beside, read_results, run_module
+from robosteer.scripts.common import log_beside, read_results, run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_SEED = 200000
@@ -76,7 +76,7 @@ def collect(task: str, out: Path, args: argparse.Namespace) -> list[Path]:
         d = out / "data" / task / kind
         if not (d / "demos.hdf5").exists():
             _run(
-                ["scripts.collect", f"task={task}", *extra, "progress=false", f"out={d}"],
+                ["robosteer.scripts.collect", f"task={task}", *extra, "progress=false", f"out={d}"],
                 log_beside(d),
             )
         files.append(d / "demos.hdf5")
@@ -92,7 +92,7 @@ def train_generalist(policy: str, seed: int, files: list[Path], out: Path, args:
     if not (run / "metrics.json").exists():
         _run(
             [
-                "scripts.train",
+                "robosteer.scripts.train",
                 f"policy={policy}",
                 f"dataset={_list(files)}",
                 f"steps={args.train_steps}",
@@ -111,7 +111,7 @@ def train_critic(files: list[Path], out: Path, args: argparse.Namespace) -> Path
     if not (run / "metrics.json").exists():
         _run(
             [
-                "scripts.value",
+                "robosteer.scripts.value",
                 f"algo={args.algo}",
                 f"dataset={_list(files)}",
                 f"steps={args.critic_steps}",
@@ -143,7 +143,7 @@ def evaluate(
     if not (run / "metrics.json").exists():
         _run(
             [
-                "scripts.evaluate",
+                "robosteer.scripts.evaluate",
                 f"checkpoint={gen}",
                 "which=ema",
                 f"task={task}",
@@ -181,10 +181,10 @@ def latency(
     time per control step compares V-GPS re-planning every ``every`` steps with the base's every Ta."""
     import torch
 
-    import sim
-    from policies import load_policy
-    from policies.steering.vgps import VGPSPolicy
-    from policies.value import load_critic
+    from robosteer import sim
+    from robosteer.policies import load_policy
+    from robosteer.policies.steering.vgps import VGPSPolicy
+    from robosteer.policies.value import load_critic
 
     torch.set_num_threads(1)
     policy = load_policy(gen, which="ema")

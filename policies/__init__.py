@@ -11,13 +11,13 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "make_policy": "policies.registry",
-    "list_policies": "policies.registry",
-    "get_policy_class": "policies.registry",
-    "register_policy": "policies.registry",
-    "GenerativePolicy": "policies.base",
-    "PolicyConfig": "policies.base",
-    "load_policy": "policies.checkpoint",
+    "make_policy": "robosteer.policies.registry",
+    "list_policies": "robosteer.policies.registry",
+    "get_policy_class": "robosteer.policies.registry",
+    "register_policy": "robosteer.policies.registry",
+    "GenerativePolicy": "robosteer.policies.base",
+    "PolicyConfig": "robosteer.policies.base",
+    "load_policy": "robosteer.policies.checkpoint",
 }
 
 __all__ = sorted(_LAZY)

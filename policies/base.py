@@ -20,10 +20,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from policies.acting import ActionQueue
-from policies.encoders import ObsEncoder
-from policies.nets import ConditionalUnet1D, MLPDenoiser
-from policies.normalizer import Normalizer
+from robosteer.policies.acting import ActionQueue
+from robosteer.policies.encoders import ObsEncoder
+from robosteer.policies.nets import ConditionalUnet1D, MLPDenoiser
+from robosteer.policies.normalizer import Normalizer
 
 C = TypeVar("C", bound="PolicyConfig")
 

@@ -411,7 +411,7 @@ def find_checkpoint(path: str | os.PathLike, which: str = "best") -> tuple[Path,
 
 
 def _known_policies() -> list[str]:
-    from policies.registry import list_policies  # imported on use: it pulls in the policy classes
+    from robosteer.policies.registry import list_policies  # imported on use: it pulls in the policy classes
 
     return list_policies()
 
@@ -425,7 +425,7 @@ def load_policy(
     comes from the state dict. Returned in eval mode, with ``policy.task`` (the training task, or None) and
     ``policy.checkpoint_path`` set.
     """
-    import policies
+    from robosteer import policies
 
     ckpt_dir, module = find_checkpoint(path, which)
     cfg = read_checkpoint_config(ckpt_dir)

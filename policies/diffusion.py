@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from diffusers import DDPMScheduler
 
-from policies.base import GenerativePolicy, PolicyConfig, _check_choice
+from robosteer.policies.base import GenerativePolicy, PolicyConfig, _check_choice
 
 
 @dataclass

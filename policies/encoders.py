@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from policies.normalizer import buffer_key
+from robosteer.policies.normalizer import buffer_key
 
 
 class LowDimEncoder(nn.Module):

@@ -29,9 +29,9 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from policies.checkpoint import Checkpoint, jsonable, load_checkpoint, save_checkpoint
-from policies.rng import get_rng_state, seed_everything, set_rng_state
-from policies.run_log import LogSettings, RunLog
+from robosteer.policies.checkpoint import Checkpoint, jsonable, load_checkpoint, save_checkpoint
+from robosteer.policies.rng import get_rng_state, seed_everything, set_rng_state
+from robosteer.policies.run_log import LogSettings, RunLog
 
 log = logging.getLogger(__name__)
 

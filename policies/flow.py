@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from policies.base import GenerativePolicy, PolicyConfig, _check_choice
+from robosteer.policies.base import GenerativePolicy, PolicyConfig, _check_choice
 
 
 @dataclass

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from policies.checkpoint import CheckpointError
+from robosteer.policies.checkpoint import CheckpointError
 
 ACTING_KINDS = ("policy", "dsrl", "expo")  # what acts (act/reset): robosteer-eval, -serve, -deploy load these
 KINDS = (*ACTING_KINDS, "critic")
@@ -50,7 +50,7 @@ def load(
 
 
 def _policy(path: Path, which: str, deterministic: bool, device: str) -> Any:
-    from policies.checkpoint import load_policy
+    from robosteer.policies.checkpoint import load_policy
 
     return load_policy(path, which=which, device=device)
 
@@ -60,19 +60,19 @@ def _steering_which(which: str) -> str:
 
 
 def _dsrl(path: Path, which: str, deterministic: bool, device: str) -> Any:
-    from policies.steering.dsrl import load_steered_policy
+    from robosteer.policies.steering.dsrl import load_steered_policy
 
     return load_steered_policy(str(path), deterministic=deterministic, which=_steering_which(which))
 
 
 def _expo(path: Path, which: str, deterministic: bool, device: str) -> Any:
-    from policies.steering.expo import load_expo_policy
+    from robosteer.policies.steering.expo import load_expo_policy
 
     return load_expo_policy(str(path), which=_steering_which(which))  # OTF edits sampled, as the reference
 
 
 def _critic(path: Path, which: str, deterministic: bool, device: str) -> Any:
-    from policies.value import load_critic
+    from robosteer.policies.value import load_critic
 
     return load_critic(path, device=device)
 

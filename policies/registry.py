@@ -9,12 +9,12 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from policies.base import GenerativePolicy
+from robosteer.policies.base import GenerativePolicy
 
 _REGISTRY: dict[str, str] = {
-    "diffusion": "policies.diffusion:DiffusionPolicy",
-    "flow": "policies.flow:FlowPolicy",
-    "streaming": "policies.streaming:StreamingDiffusionPolicy",
+    "diffusion": "robosteer.policies.diffusion:DiffusionPolicy",
+    "flow": "robosteer.policies.flow:FlowPolicy",
+    "streaming": "robosteer.policies.streaming:StreamingDiffusionPolicy",
 }
 
 

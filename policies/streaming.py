@@ -36,8 +36,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from policies.base import _check_choice
-from policies.diffusion import DDIMTable, DiffusionConfig, DiffusionPolicy, ddim_update
+from robosteer.policies.base import _check_choice
+from robosteer.policies.diffusion import DDIMTable, DiffusionConfig, DiffusionPolicy, ddim_update
 
 
 class LevelSchedule:

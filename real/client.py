@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from policies.acting import ActionQueue
-from real.protocol import (
+from robosteer.policies.acting import ActionQueue
+from robosteer.real.protocol import (
     MAX_MESSAGE_BYTES,
     PROTOCOL_VERSION,
     PROTOCOLS,
@@ -194,7 +194,7 @@ def connect(url: str, protocol: str = "robosteer", token: str | None = None, tim
         raise ValueError(f"protocol={protocol!r} is not known: expected one of {', '.join(PROTOCOLS)}")
     if protocol == "robosteer":
         return PolicyClient(url, token=token, timeout_s=timeout_s)
-    from real.openpi import OpenpiClient
+    from robosteer.real.openpi import OpenpiClient
 
     return OpenpiClient(url, api_key=token)
 

@@ -25,12 +25,18 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 import numpy as np
 
-from policies.acting import ActionQueue
-from real.client import PolicyConnectionError, RemotePlanner
-from real.protocol import ALLOWED_DTYPES, MAX_ARRAY_ELEMENTS, MAX_ARRAY_NDIM, ProtocolError, RemoteError
+from robosteer.policies.acting import ActionQueue
+from robosteer.real.client import PolicyConnectionError, RemotePlanner
+from robosteer.real.protocol import (
+    ALLOWED_DTYPES,
+    MAX_ARRAY_ELEMENTS,
+    MAX_ARRAY_NDIM,
+    ProtocolError,
+    RemoteError,
+)
 
 if TYPE_CHECKING:
-    from real.server import PolicyServer
+    from robosteer.real.server import PolicyServer
 
 NOISE_KEY = "__noise__"
 _ALLOWED = {np.dtype(d) for d in ALLOWED_DTYPES}

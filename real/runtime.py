@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from real.robot import Observation, Robot
-from real.safety import SafetyFilter
+from robosteer.real.robot import Observation, Robot
+from robosteer.real.safety import SafetyFilter
 
 MODES = ("sync", "async")
 NOISE_MODES = ("episode", "random")

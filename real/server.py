@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from real.protocol import (
+from robosteer.real.protocol import (
     MAX_MESSAGE_BYTES,
     POLICY_REQUESTS,
     PROTOCOL_VERSION,
@@ -81,7 +81,7 @@ class PolicyBackend:
     def __init__(self, policy: Any, name: str = "policy") -> None:
         import torch
 
-        from policies.acting import ChunkPolicy
+        from robosteer.policies.acting import ChunkPolicy
 
         self.policy = policy
         self.name = name
@@ -157,7 +157,7 @@ def _fork(obj: Any) -> Any:
     queue, and the planner's own state such as SDP's buffer when the policy plans for itself) is not."""
     import torch
 
-    from policies.acting import ActionQueue
+    from robosteer.policies.acting import ActionQueue
 
     clone = copy.copy(obj)
     if isinstance(obj, torch.nn.Module):  # their own registries, so an assignment on the copy stays there
@@ -333,7 +333,7 @@ class FairWorker:
 
 def load_backend(path: str | Path, which: str = "best", deterministic: bool = True) -> PolicyBackend:
     """A run directory of robosteer-train or robosteer-steer (DSRL, EXPO) -> a servable backend."""
-    from policies.loading import ACTING_KINDS, load, run_kind
+    from robosteer.policies.loading import ACTING_KINDS, load, run_kind
 
     kind = run_kind(path)
     if kind not in ACTING_KINDS:
@@ -553,7 +553,7 @@ class PolicyServer:
 
     async def _handler(self, ws: Any) -> None:
         if self.protocol == "openpi":  # its token, if any, was checked on the HTTP upgrade
-            from real.openpi import serve_openpi
+            from robosteer.real.openpi import serve_openpi
 
             await serve_openpi(self, ws)
             return

@@ -15,8 +15,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from scripts.common import CONFIG_DIR, debug
-from scripts.schemas import EVAL_SOURCES
+from robosteer.scripts.common import CONFIG_DIR, debug
+from robosteer.scripts.schemas import EVAL_SOURCES
 
 # Counts that must be at least one (a run that does nothing is a mistake, not a result).
 POSITIVE = {
@@ -48,7 +48,7 @@ class CliError(ValueError):
 def check_overrides(command: str, config_name: str, args: list[str]) -> None:
     """Register the structured configs, then compose ``config_name`` with ``args`` as the command will; on a
     mistake print one line and exit 2."""
-    from scripts import schemas
+    from robosteer.scripts import schemas
 
     schemas.register(eval_sources=config_name == "eval")
     if debug() or any(a.startswith("-") for a in args):
@@ -82,7 +82,7 @@ def _options(group: str) -> list[str]:
 def _compose(config_name: str, overrides: list[str]) -> DictConfig:
     from hydra import compose, initialize_config_dir
 
-    from scripts import schemas
+    from robosteer.scripts import schemas
 
     schemas.register(eval_sources=config_name == "eval")
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):

@@ -15,10 +15,10 @@ import numpy as np
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from policies.data import DatasetWriter
-from policies.engine import stop_on_ctrl_c
-from scripts.common import console_main, exit_codes, format_table, start_run, write_metrics
-from sim import episode_seed
+from robosteer.policies.data import DatasetWriter
+from robosteer.policies.engine import stop_on_ctrl_c
+from robosteer.scripts.common import console_main, exit_codes, format_table, start_run, write_metrics
+from robosteer.sim import episode_seed
 
 KEEP_CHOICES = ("success", "all")
 
@@ -82,7 +82,7 @@ def collect_episode(env: Any, expert: Any, seed: int, cfg: DictConfig) -> dict[s
 
 def env_args(cfg: DictConfig, max_episode_steps: int) -> dict[str, Any]:
     """robomimic-style env metadata: enough to rebuild the env and regenerate the data."""
-    from sim.randomization import as_config
+    from robosteer.sim.randomization import as_config
 
     args = {
         "env_name": cfg.task,
@@ -111,7 +111,7 @@ def env_args(cfg: DictConfig, max_episode_steps: int) -> dict[str, Any]:
 
 def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """Collect ``cfg.episodes`` kept episodes into ``run_dir/demos.hdf5``; return the summary metrics."""
-    import sim
+    from robosteer import sim
 
     if cfg.keep not in KEEP_CHOICES:
         raise ValueError(f"keep={cfg.keep!r} is not valid: expected one of {KEEP_CHOICES}")
@@ -187,7 +187,7 @@ def _main(cfg: DictConfig) -> None:
     run_dir = start_run(cfg)
     with exit_codes("robosteer-collect"):  # an existing dataset or salvaged .partial in out: 2
         metrics = collect(cfg, run_dir)
-    from policies.data import open_dataset
+    from robosteer.policies.data import open_dataset
 
     with open_dataset(metrics["dataset"]) as demos:
         metrics["kept_success_rate"] = demos.summary().get("success_rate")

@@ -35,7 +35,7 @@ def start_run(cfg: DictConfig) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     if "seed" in cfg:
-        from policies.rng import seed_everything
+        from robosteer.policies.rng import seed_everything
 
         seed_everything(int(cfg.seed))
     return run_dir
@@ -45,7 +45,7 @@ def console_main(command: str, config_name: str, task: Callable[[DictConfig], No
     """A console script: check its overrides (one-line errors, exit 2), then run ``task`` under Hydra."""
     import hydra
 
-    from scripts.cli import check_overrides
+    from robosteer.scripts.cli import check_overrides
 
     check_overrides(command, config_name, sys.argv[1:])
     hydra.main(config_path=CONFIG_DIR, config_name=config_name, version_base=None)(task)()
@@ -86,9 +86,9 @@ def exit_codes(command: str) -> Iterator[None]:
     User errors (a bad dataset or checkpoint, a refused setting, an ``out`` that would overwrite a run, any
     other ``ValueError``/``FileNotFoundError``) exit 2; ``NonFiniteError`` exits 1; Ctrl-C exits 130.
     """
-    from policies.checkpoint import CheckpointError
-    from policies.data.errors import DatasetError
-    from policies.engine import NonFiniteError
+    from robosteer.policies.checkpoint import CheckpointError
+    from robosteer.policies.data.errors import DatasetError
+    from robosteer.policies.engine import NonFiniteError
 
     try:
         yield
@@ -126,7 +126,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> Path:
     """Write ``metrics.json`` atomically (numpy values converted) and return its path."""
-    from policies.checkpoint import jsonable
+    from robosteer.policies.checkpoint import jsonable
 
     path = Path(run_dir) / "metrics.json"
     atomic_write_text(path, json.dumps(jsonable(metrics), indent=2, sort_keys=True) + "\n")

@@ -15,8 +15,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from policies.data import DatasetError, DemoFile, open_dataset
-from scripts.common import console_main
+from robosteer.policies.data import DatasetError, DemoFile, open_dataset
+from robosteer.scripts.common import console_main
 
 COMMANDS = ("info", "validate", "video")
 

@@ -21,31 +21,31 @@ export MUJOCO_GL=${MUJOCO_GL:-egl}
 step() { printf '\n== %s\n' "$*"; }
 if [ -d "$OUT" ]; then echo "replacing the previous demo results in $OUT"; rm -rf "$OUT"; fi
 step "1/5 collect 100 expert demonstrations on $TASK"
-$PY -m scripts.collect task="$TASK" episodes=100 seed=0 out="$OUT/demos"
+$PY -m robosteer.scripts.collect task="$TASK" episodes=100 seed=0 out="$OUT/demos"
 
 step "2/5 replay the dataset and evaluate the scripted expert"
-$PY -m scripts.evaluate policy=replay dataset="$OUT/demos/demos.hdf5" episodes=100 out="$OUT/replay"
-$PY -m scripts.evaluate policy=expert task="$TASK" episodes=50 video_episodes=1 out="$OUT/expert"
+$PY -m robosteer.scripts.evaluate policy=replay dataset="$OUT/demos/demos.hdf5" episodes=100 out="$OUT/replay"
+$PY -m robosteer.scripts.evaluate policy=expert task="$TASK" episodes=50 video_episodes=1 out="$OUT/expert"
 
 step "3/5 train a Diffusion Policy for $TRAIN_STEPS steps, then evaluate it on $EVAL_EPISODES unseen episodes"
-$PY -m scripts.train policy=diffusion dataset="$OUT/demos/demos.hdf5" task="$TASK" \
+$PY -m robosteer.scripts.train policy=diffusion dataset="$OUT/demos/demos.hdf5" task="$TASK" \
     steps="$TRAIN_STEPS" max_minutes=12 eval_every=0 eval_episodes=20 out="$OUT/dp"
-$PY -m scripts.evaluate checkpoint="$OUT/dp" which=ema task="$TASK" episodes="$EVAL_EPISODES" seed=200000 \
+$PY -m robosteer.scripts.evaluate checkpoint="$OUT/dp" which=ema task="$TASK" episodes="$EVAL_EPISODES" seed=200000 \
     video_episodes=2 out="$OUT/dp_eval"
 
 step "4/5 DSRL: steer a weak base (trained on noisy demos) through its latent noise, base frozen"
-$PY -m scripts.collect task="$TASK" episodes=100 seed=1000 action_noise_std=0.3 keep=all out="$OUT/noisy_demos"
-$PY -m scripts.train policy=diffusion dataset="$OUT/noisy_demos/demos.hdf5" task="$TASK" \
+$PY -m robosteer.scripts.collect task="$TASK" episodes=100 seed=1000 action_noise_std=0.3 keep=all out="$OUT/noisy_demos"
+$PY -m robosteer.scripts.train policy=diffusion dataset="$OUT/noisy_demos/demos.hdf5" task="$TASK" \
     steps="$WEAK_STEPS" eval_every=0 eval_episodes=20 out="$OUT/weak_dp"
-$PY -m scripts.evaluate checkpoint="$OUT/weak_dp" which=ema task="$TASK" episodes="$EVAL_EPISODES" seed=200000 \
+$PY -m robosteer.scripts.evaluate checkpoint="$OUT/weak_dp" which=ema task="$TASK" episodes="$EVAL_EPISODES" seed=200000 \
     video_episodes=1 out="$OUT/weak_dp_eval"
-$PY -m scripts.steer base="$OUT/weak_dp" which=ema variant=na env_steps="$DSRL_STEPS" \
+$PY -m robosteer.scripts.steer base="$OUT/weak_dp" which=ema variant=na env_steps="$DSRL_STEPS" \
     run.max_minutes="$DSRL_MINUTES" offline="$OUT/noisy_demos/demos.hdf5" eval_base=false run.reward=shaped \
     run.eval_every=5000 run.eval_episodes=20 out="$OUT/dsrl"
-$PY -m scripts.evaluate checkpoint="$OUT/dsrl" task="$TASK" episodes="$EVAL_EPISODES" seed=200000 \
+$PY -m robosteer.scripts.evaluate checkpoint="$OUT/dsrl" task="$TASK" episodes="$EVAL_EPISODES" seed=200000 \
     video_episodes=1 out="$OUT/dsrl_eval"
 
 step "5/5 summary"
-$PY -m scripts.report "$OUT"
+$PY -m robosteer.scripts.report "$OUT"
 printf '\nDSRL before/after (the frozen weak base vs base + the best DSRL-NA actor of the periodic evaluations,\nboth on the same %s unseen episodes):\n' "$EVAL_EPISODES"
-$PY -m scripts.report "$OUT" weak_dp_eval dsrl_eval
+$PY -m robosteer.scripts.report "$OUT" weak_dp_eval dsrl_eval

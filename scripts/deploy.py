@@ -17,7 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from scripts.common import (
+from robosteer.scripts.common import (
     UsageError,
     atomic_write_text,
     console_main,
@@ -61,10 +61,10 @@ def load_chunk_policy(cfg: DictConfig) -> Any:
     """A local checkpoint (wrapped as a numpy backend) or a remote policy client."""
     spec = str(cfg.policy_source)
     if spec.startswith(("ws://", "wss://")):
-        from real.client import PolicyClient
+        from robosteer.real.client import PolicyClient
 
         return PolicyClient(spec, token=cfg.token, timeout_s=float(cfg.policy_timeout_s))
-    from real.server import load_backend
+    from robosteer.real.server import load_backend
 
     return load_backend(spec, which=str(cfg.which), deterministic=bool(cfg.deterministic))
 
@@ -79,8 +79,8 @@ CONFIG_STAGES = (
 
 def _user_error(e: BaseException) -> bool:
     """A bad argument, key, value or file (reported as such), not a fault of a link, server or robot."""
-    from policies.checkpoint import CheckpointError
-    from real.protocol import ProtocolError
+    from robosteer.policies.checkpoint import CheckpointError
+    from robosteer.real.protocol import ProtocolError
 
     if isinstance(e, ProtocolError):  # a ValueError, but the link's fault
         return False
@@ -97,10 +97,10 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """
     import time
 
-    from policies.data import DatasetWriter
-    from real.drivers import make_robot
-    from real.runtime import ControlLoop, RuntimeConfig, episode_metrics, run_episodes
-    from real.safety import SafetyConfig, SafetyFilter
+    from robosteer.policies.data import DatasetWriter
+    from robosteer.real.drivers import make_robot
+    from robosteer.real.runtime import ControlLoop, RuntimeConfig, episode_metrics, run_episodes
+    from robosteer.real.safety import SafetyConfig, SafetyFilter
 
     start = time.perf_counter()
     runtime_cfg = RuntimeConfig(

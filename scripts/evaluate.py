@@ -16,8 +16,15 @@ import numpy as np
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from scripts.common import UsageError, console_main, exit_codes, format_table, start_run, write_metrics
-from scripts.schemas import EVAL_SOURCES
+from robosteer.scripts.common import (
+    UsageError,
+    console_main,
+    exit_codes,
+    format_table,
+    start_run,
+    write_metrics,
+)
+from robosteer.scripts.schemas import EVAL_SOURCES
 
 
 def obs_mode(shape_meta: dict[str, Any]) -> tuple[str, tuple[str, ...], int]:
@@ -32,8 +39,8 @@ def obs_mode(shape_meta: dict[str, Any]) -> tuple[str, tuple[str, ...], int]:
 
 def replay_dataset(path: str, episodes: int | None, progress: bool = True) -> dict[str, Any]:
     """Replay recorded actions from each episode's seed; success rate and worst obs mismatch."""
-    import sim
-    from policies.data import open_dataset
+    from robosteer import sim
+    from robosteer.policies.data import open_dataset
 
     start = time.perf_counter()
     with open_dataset(path) as demos:
@@ -78,8 +85,8 @@ STEER_CHOICES = ("vgps",)
 
 def steer_policy(cfg: DictConfig, policy: Any, task: str) -> Any:
     """``steer=vgps``: wrap the generalist with V-GPS over the frozen critic of ``critic=<robosteer-value run>``."""
-    from policies.steering.vgps import VGPSPolicy
-    from policies.value import load_critic
+    from robosteer.policies.steering.vgps import VGPSPolicy
+    from robosteer.policies.value import load_critic
 
     if cfg.steer not in STEER_CHOICES:
         raise ValueError(f"steer={cfg.steer!r} is not known: expected one of {STEER_CHOICES} (or null)")
@@ -115,7 +122,7 @@ def steer_policy(cfg: DictConfig, policy: Any, task: str) -> Any:
 
 def served_policy(cfg: DictConfig) -> Any:
     """``checkpoint=ws://HOST:PORT``: the policy a robosteer-serve (or openpi) server serves, acting here."""
-    from real.client import PolicyConnectionError, connect
+    from robosteer.real.client import PolicyConnectionError, connect
 
     try:
         policy = connect(str(cfg.checkpoint), str(cfg.protocol), cfg.token, float(cfg.policy_timeout_s))
@@ -161,7 +168,7 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """Evaluate the expert or a checkpoint over vectorised envs; writes videos into the run dir."""
     import torch
 
-    import sim
+    from robosteer import sim
 
     torch.set_num_threads(int(cfg.threads))
     steered = False
@@ -178,8 +185,8 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             closing.callback(policy.close)
             steered = bool(policy.metadata.get("steered"))
         else:
-            from policies.loading import ACTING_KINDS, load, run_kind
-            from policies.steering import STEERING_KINDS
+            from robosteer.policies.loading import ACTING_KINDS, load, run_kind
+            from robosteer.policies.steering import STEERING_KINDS
 
             kind = run_kind(cfg.checkpoint)
             if kind not in ACTING_KINDS:

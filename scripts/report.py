@@ -1,8 +1,8 @@
 """Summarise the run directories under one root: a table on stdout, plus ``summary.md`` and ``summary.png``.
 
 Used by ``make demo``; works on any folder whose sub-directories are robosteer run directories.
-    python -m scripts.report runs/demo                          # every run: table, summary.md, summary.png
-    python -m scripts.report runs/demo weak_dp_eval dsrl_eval   # just these runs' rows, side by side
+    python -m robosteer.scripts.report runs/demo                          # every run: table, summary.md, summary.png
+    python -m robosteer.scripts.report runs/demo weak_dp_eval dsrl_eval   # just these runs' rows, side by side
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from scripts.common import atomic_write_text, format_table
-from sim.evaluate import wilson_interval
+from robosteer.scripts.common import atomic_write_text, format_table
+from robosteer.sim.evaluate import wilson_interval
 
 
 def load_runs(root: Path) -> dict[str, dict[str, Any]]:
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     """Print and save the summary of the runs under ``argv[0]``."""
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
-        print("usage: python -m scripts.report RUN_ROOT [RUN_NAME ...]", file=sys.stderr)
+        print("usage: python -m robosteer.scripts.report RUN_ROOT [RUN_NAME ...]", file=sys.stderr)
         return 2
     root = Path(argv[0])
     runs = load_runs(root)

@@ -16,11 +16,11 @@ def register(eval_sources: bool = False) -> None:
     ``eval_sources``: also robosteer-eval's ``policy`` options (only its process sees them)."""
     from hydra.core.config_store import ConfigStore
 
-    from policies.steering.dsrl import DSRLConfig
-    from policies.steering.expo import EXPOConfig
-    from policies.steering.loop import OnlineRunConfig
-    from policies.value.calql import CalQLConfig
-    from policies.value.iql import IQLConfig
+    from robosteer.policies.steering.dsrl import DSRLConfig
+    from robosteer.policies.steering.expo import EXPOConfig
+    from robosteer.policies.steering.loop import OnlineRunConfig
+    from robosteer.policies.value.calql import CalQLConfig
+    from robosteer.policies.value.iql import IQLConfig
 
     store = ConfigStore.instance()
     schemas = {
@@ -61,7 +61,7 @@ def train_schema() -> type:
     import dataclasses
     import typing
 
-    from policies.train import TrainConfig
+    from robosteer.policies.train import TrainConfig
 
     hints = typing.get_type_hints(TrainConfig)
     defaults = TrainConfig()
@@ -90,7 +90,7 @@ def train_config(cfg: Any, **overrides: Any) -> Any:
 
     from omegaconf import OmegaConf
 
-    from policies.train import TrainConfig
+    from robosteer.policies.train import TrainConfig
 
     c = OmegaConf.to_container(cfg, resolve=True)
     flat = {
@@ -108,6 +108,6 @@ def safety_overrides() -> dict[str, str]:
     command-line layer of the filter's settings holds only what is given and a misspelt key is refused."""
     import dataclasses
 
-    from real.safety import SafetyConfig
+    from robosteer.real.safety import SafetyConfig
 
     return {f.name: "???" for f in dataclasses.fields(SafetyConfig)}

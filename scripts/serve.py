@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from scripts.common import console_main, exit_codes, start_run
+from robosteer.scripts.common import console_main, exit_codes, start_run
 
 
 def _main(cfg: DictConfig) -> None:
     import torch
 
-    from real.server import PolicyServer, load_backend
+    from robosteer.real.server import PolicyServer, load_backend
 
     torch.set_num_threads(int(cfg.threads))
     start_run(cfg)

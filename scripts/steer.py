@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from scripts.common import (
+from robosteer.scripts.common import (
     UsageError,
     atomic_write_text,
     console_main,
@@ -48,7 +48,7 @@ class Steering:
         """The demonstrations as chunk-MDP transitions of ``exec_steps`` (their action named ``taken``)."""
         if self.offline_path is None:
             return None
-        from policies.rl import chunk_transitions
+        from robosteer.policies.rl import chunk_transitions
 
         run = self.cfg.run
         data = chunk_transitions(
@@ -65,7 +65,7 @@ class Steering:
 
 def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., dict[str, Any]]]:
     """DSRL-NA / DSRL-SAC over the base's latent noise (offline demos: NA's critic only)."""
-    from policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
+    from robosteer.policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
 
     cfg = s.cfg
     if s.offline_path is not None and cfg.variant != "na":
@@ -86,7 +86,7 @@ def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
 
 def build_expo(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., dict[str, Any]]]:
     """EXPO (or RLPD, best-of-N): demos feed the critic's offline half and the base's imitation windows."""
-    from policies.steering.expo import EXPO, EXPOConfig, bc_windows, run_expo
+    from robosteer.policies.steering.expo import EXPO, EXPOConfig, bc_windows, run_expo
 
     cfg = s.cfg
     expo_values = OmegaConf.to_container(cfg.expo, resolve=True)
@@ -112,7 +112,7 @@ ALGOS: dict[str, tuple[Callable[[Steering], Any], Callable[[DictConfig, int], in
 def offline_path(cfg: DictConfig, algo: str, ckpt_dir: Path | None) -> str | None:
     """``offline=``: a dataset file, ``none``, or ``auto`` (the default): the one dataset the base was trained
     on, as its checkpoint records it, wherever the algorithm uses demonstrations (not DSRL-SAC or scratch)."""
-    from policies.checkpoint import read_checkpoint_config
+    from robosteer.policies.checkpoint import read_checkpoint_config
 
     value = cfg.offline
     if value is None or str(value).lower() == "none":
@@ -139,9 +139,9 @@ def steerability(
     the base held at ``steerability.directions`` fixed latents; log the verdict."""
     import torch
 
-    import sim
-    from policies.rng import get_rng_state, set_rng_state
-    from policies.steering.steerability import fixed_latent_policies, measure, sample_states
+    from robosteer import sim
+    from robosteer.policies.rng import get_rng_state, set_rng_state
+    from robosteer.policies.steering.steerability import fixed_latent_policies, measure, sample_states
 
     n, k, seed = int(s.cfg.steerability.states), int(s.cfg.steerability.latents), int(s.cfg.seed)
     for key, value, default in (("states", n, 128), ("latents", k, 16)):
@@ -202,11 +202,11 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """Build base, env, agent and evaluation from the config and run DSRL or EXPO."""
     import torch
 
-    import sim
-    from policies import load_policy
-    from policies.checkpoint import find_checkpoint, read_checkpoint_config, state_dict_hash
-    from policies.steering.loop import OnlineRunConfig, resolve_device
-    from policies.steering.scratch import SCRATCH, make_scratch_base
+    from robosteer import sim
+    from robosteer.policies import load_policy
+    from robosteer.policies.checkpoint import find_checkpoint, read_checkpoint_config, state_dict_hash
+    from robosteer.policies.steering.loop import OnlineRunConfig, resolve_device
+    from robosteer.policies.steering.scratch import SCRATCH, make_scratch_base
 
     torch.set_num_threads(int(cfg.threads))
     device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first

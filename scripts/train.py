@@ -3,7 +3,7 @@
     robosteer-train policy=diffusion dataset=runs/demos/demos.hdf5 steps=20000 out=runs/dp
     robosteer-train policy=flow dataset=... task=push-v3 eval_every=5000 eval_episodes=50 out=runs/fm
     robosteer-train ... out=runs/dp resume=true                  # exact continuation
-    torchrun --nproc_per_node=2 -m scripts.train ...            # data parallel (gloo on CPU)
+    torchrun --nproc_per_node=2 -m robosteer.scripts.train ...            # data parallel (gloo on CPU)
 
 The dataset fixes the policy's ``shape_meta`` and normalisation stats; the loop lives in
 ``policies.train.Trainer``. The run directory ``out`` holds ``config.yaml``, ``metrics.json``,
@@ -22,8 +22,15 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from scripts import schemas
-from scripts.common import console_main, dataset_paths, exit_codes, format_table, start_run, write_metrics
+from robosteer.scripts import schemas
+from robosteer.scripts.common import (
+    console_main,
+    dataset_paths,
+    exit_codes,
+    format_table,
+    start_run,
+    write_metrics,
+)
 
 log = logging.getLogger("robosteer.train")
 
@@ -37,7 +44,7 @@ def policy_config(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
 
 def build_dataset(cfg: DictConfig) -> Any:
     """The training windows; To / Tp / Ta come from the policy config so data and model agree."""
-    from policies.data import SequenceDataset
+    from robosteer.policies.data import SequenceDataset
 
     _, p = policy_config(cfg)
     return SequenceDataset(
@@ -55,7 +62,7 @@ def build_policy(
     cfg: DictConfig, shape_meta: Mapping[str, Any], stats: Mapping[str, Any] | None, **overrides: Any
 ) -> torch.nn.Module:
     """``policies.make_policy(name, shape_meta, stats, **hyperparameters)`` (``overrides`` win, e.g. task names)."""
-    from policies.registry import make_policy
+    from robosteer.policies.registry import make_policy
 
     name, p = policy_config(cfg)
     return make_policy(name, shape_meta, stats=stats, **{**p, **overrides})
@@ -66,8 +73,8 @@ class SimEvaluation:
     ``cfg.task`` (videos under ``<run_dir>/videos``); ``close()`` closes its envs."""
 
     def __init__(self, cfg: DictConfig, run_dir: Path, shape_meta: Mapping[str, Any]) -> None:
-        import sim
-        from scripts.evaluate import obs_mode
+        from robosteer import sim
+        from robosteer.scripts.evaluate import obs_mode
 
         mode, cams, size = obs_mode(dict(shape_meta))
         self.cfg, self.run_dir = cfg, run_dir
@@ -83,7 +90,7 @@ class SimEvaluation:
         )
 
     def __call__(self, policy: torch.nn.Module, step: int) -> dict[str, Any]:
-        import sim
+        from robosteer import sim
 
         cfg = self.cfg
         if getattr(policy, "task_names", None):  # a multi-task generalist is evaluated on cfg.task
@@ -136,7 +143,7 @@ def _init_distributed(cfg: DictConfig) -> tuple[int, str]:
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Train as configured; return the metrics also written to ``out/metrics.json`` (rank 0)."""
-    from policies.train import Trainer, seed_everything
+    from robosteer.policies.train import Trainer, seed_everything
 
     torch.set_num_threads(int(cfg.threads))
     rank, device = _init_distributed(cfg)

@@ -18,7 +18,14 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from scripts.common import console_main, dataset_paths, exit_codes, format_table, start_run, write_metrics
+from robosteer.scripts.common import (
+    console_main,
+    dataset_paths,
+    exit_codes,
+    format_table,
+    start_run,
+    write_metrics,
+)
 
 log = logging.getLogger("robosteer.value")
 SCORES = ("first", "chunk")
@@ -38,8 +45,8 @@ def q_mc_correlation(critic: Any, buffer: Any, n: int = 4096, seed: int = 0) -> 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Train as configured; return the metrics also written to ``out/metrics.json``."""
-    from policies.run_log import LogSettings
-    from policies.value import build_learner, normalized_buffer, train_value, value_transitions
+    from robosteer.policies.run_log import LogSettings
+    from robosteer.policies.value import build_learner, normalized_buffer, train_value, value_transitions
 
     torch.set_num_threads(int(cfg.threads))
     start = time.perf_counter()

@@ -10,16 +10,16 @@ import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from sim.batched import BatchedEnv, make_env
-from sim.chunking import ActionChunkWrapper
-from sim.errors import InvalidChoiceError, TaskNotFoundError
-from sim.evaluate import evaluate, wilson_interval
-from sim.experts import ScriptedExpert
-from sim.metaworld_env import MetaWorldEnv, episode_seed
-from sim.randomization import RandomizationConfig
-from sim.render import CameraRenderer
-from sim.tasks import TaskSpec, get_task, list_tasks
-from sim.video import write_video
+from robosteer.sim.batched import BatchedEnv, make_env
+from robosteer.sim.chunking import ActionChunkWrapper
+from robosteer.sim.errors import InvalidChoiceError, TaskNotFoundError
+from robosteer.sim.evaluate import evaluate, wilson_interval
+from robosteer.sim.experts import ScriptedExpert
+from robosteer.sim.metaworld_env import MetaWorldEnv, episode_seed
+from robosteer.sim.randomization import RandomizationConfig
+from robosteer.sim.render import CameraRenderer
+from robosteer.sim.tasks import TaskSpec, get_task, list_tasks
+from robosteer.sim.video import write_video
 
 __all__ = [
     "ActionChunkWrapper",

@@ -27,12 +27,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
-from sim.chunking import ActionChunkWrapper
-from sim.errors import check_choice
-from sim.history import ObsHistoryWrapper
-from sim.isaac import IMPLS, TorchBatchedEnv, make_isaac_env  # imports no Isaac package
-from sim.metaworld_env import MetaWorldEnv, check_seed, episode_seed
-from sim.randomization import RandomizationConfig, as_config
+from robosteer.sim.chunking import ActionChunkWrapper
+from robosteer.sim.errors import check_choice
+from robosteer.sim.history import ObsHistoryWrapper
+from robosteer.sim.isaac import IMPLS, TorchBatchedEnv, make_isaac_env  # imports no Isaac package
+from robosteer.sim.metaworld_env import MetaWorldEnv, check_seed, episode_seed
+from robosteer.sim.randomization import RandomizationConfig, as_config
 
 VECTORIZATIONS = ("sync", "async")
 

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from sim.batched import BatchedEnv
-from sim.lockstep import to_numpy
-from sim.metaworld_env import check_seed, episode_seed
-from sim.video import DEFAULT_FPS, write_video
+from robosteer.sim.batched import BatchedEnv
+from robosteer.sim.lockstep import to_numpy
+from robosteer.sim.metaworld_env import check_seed, episode_seed
+from robosteer.sim.video import DEFAULT_FPS, write_video
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:

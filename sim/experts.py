@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from sim.tasks import expert_policy_class, get_task
+from robosteer.sim.tasks import expert_policy_class, get_task
 
 # Meta-World's move() warns on every policy whose gain saturates the action; the actions are clipped anyway.
 warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high", category=UserWarning)

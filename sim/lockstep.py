@@ -39,7 +39,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from sim.errors import check_choice
+from robosteer.sim.errors import check_choice
 
 OUTPUTS = ("torch", "numpy")
 

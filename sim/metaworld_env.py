@@ -14,10 +14,10 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from sim.errors import check_choice
-from sim.randomization import RandomizationConfig, Randomizer, as_config
-from sim.render import CameraRenderer, camera_names
-from sim.tasks import METAWORLD_MAX_STEPS, get_task, make_metaworld_env
+from robosteer.sim.errors import check_choice
+from robosteer.sim.randomization import RandomizationConfig, Randomizer, as_config
+from robosteer.sim.render import CameraRenderer, camera_names
+from robosteer.sim.tasks import METAWORLD_MAX_STEPS, get_task, make_metaworld_env
 
 OBS_MODES = ("state", "image", "state+image")
 REWARD_MODES = ("dense", "sparse")

@@ -19,7 +19,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import mujoco
 import numpy as np
 
-from sim.errors import check_choice
+from robosteer.sim.errors import check_choice
 
 
 def camera_names(model: mujoco.MjModel) -> list[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sim.errors import TaskNotFoundError
+from robosteer.sim.errors import TaskNotFoundError
 
 METAWORLD_MAX_STEPS = 500  # Meta-World's max_path_length: stepping past it raises ValueError
 _SUFFIX = "-goal-observable"

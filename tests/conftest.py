@@ -9,6 +9,6 @@ from __future__ import annotations
 import importlib.util
 
 if importlib.util.find_spec("hydra") is not None:
-    from scripts import schemas
+    from robosteer.scripts import schemas
 
     schemas.register(eval_sources=True)  # the tests compose robosteer-eval's config too

@@ -1,9 +1,11 @@
-"""``pip install <repo>`` into a fresh venv (torch's CPU wheel first, no Makefile): the console scripts run end
-to end from the installed copy, configs included (slow: it installs every dependency)."""
+"""The wheel, ``pip install``-ed into a fresh venv (torch's CPU wheel first, no Makefile): the console scripts
+run end to end from the installed copy, configs included, and site-packages gains ``robosteer`` and no
+``policies``, ``sim``, ``real`` or ``scripts`` (slow: it installs every dependency)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +21,28 @@ def test_pip_install_gives_working_console_scripts(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
     subprocess.run([*pip, "torch==2.13.0"], check=True, timeout=1800)  # the CPU wheel, as the README says
-    subprocess.run([*pip, str(ROOT)], check=True, timeout=1800)
+    # the wheel is built from a copy of the tracked files: a build/ tree left in the checkout cannot leak in
+    src = tmp_path / "src"
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    for rel in filter(None, tracked.decode().split("\0")):
+        if (ROOT / rel).is_file():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, src / rel)
+    dist = tmp_path / "dist"
+    subprocess.run([*pip[:3], "wheel", "-q", "--no-deps", "-w", str(dist), str(src)], check=True, timeout=600)
+    (wheel,) = dist.glob("robosteer-*.whl")
+    subprocess.run([*pip, str(wheel)], check=True, timeout=1800)
+    site = Path(subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip())  # fmt: skip
+    assert (site / "robosteer" / "policies" / "__init__.py").is_file()
+    assert not [name for name in ("policies", "sim", "real", "scripts") if (site / name).exists()]
     env = {**os.environ, "MUJOCO_GL": "egl", "PYTHONPATH": ""}  # nothing from the checkout
     run = tmp_path / "work"  # away from the repository: only the installed copy is importable
     run.mkdir()
@@ -36,7 +59,11 @@ def test_pip_install_gives_working_console_scripts(tmp_path: Path) -> None:
         assert p.returncode == 0, f"{cmd[0]}: {p.stderr[-3000:]}"
     assert (run / "runs" / "eval" / "metrics.json").exists()
     origin = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import scripts.common as c; print(c.__file__, c.CONFIG_DIR)"],
+        [str(venv / "bin" / "python"), "-c", "import robosteer.scripts.common as c; print(c.__file__, c.CONFIG_DIR)"],
         cwd=run, env=env, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert str(ROOT) not in origin and "share/robosteer/configs" in origin
+    bare = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import policies"], cwd=run, env=env, capture_output=True, text=True
+    )  # fmt: skip
+    assert bare.returncode == 1 and "No module named 'policies'" in bare.stderr

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from policies.data.errors import DatasetError
-from policies.data.hdf5 import DatasetWriter, DemoFile, open_dataset, split_names
-from policies.data.stats import RunningStats, compute_stats
+from robosteer.policies.data.errors import DatasetError
+from robosteer.policies.data.hdf5 import DatasetWriter, DemoFile, open_dataset, split_names
+from robosteer.policies.data.stats import RunningStats, compute_stats
 
 if TYPE_CHECKING:
-    from policies.data.sequence import SequenceDataset, create_indices
+    from robosteer.policies.data.sequence import SequenceDataset, create_indices
 
 __all__ = [
     "DatasetError",
@@ -29,7 +29,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in ("SequenceDataset", "create_indices"):
-        from policies.data import sequence
+        from robosteer.policies.data import sequence
 
         return getattr(sequence, name)
-    raise AttributeError(f"module 'policies.data' has no attribute {name!r}")
+    raise AttributeError(f"module 'robosteer.policies.data' has no attribute {name!r}")

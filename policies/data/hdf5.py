@@ -25,8 +25,8 @@ from typing import Any
 import h5py
 import numpy as np
 
-from policies.data.errors import DatasetError, hint
-from policies.data.stats import RunningStats
+from robosteer.policies.data.errors import DatasetError, hint
+from robosteer.policies.data.stats import RunningStats
 
 DEMO_RE = re.compile(r"^demo_(\d+)$")
 ACTION_KEY = "action"  # the stats/batch key of the "actions" dataset

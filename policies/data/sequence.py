@@ -17,9 +17,9 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from policies.data.errors import DatasetError
-from policies.data.hdf5 import ACTION_KEY, is_image, open_dataset
-from policies.data.stats import compute_stats
+from robosteer.policies.data.errors import DatasetError
+from robosteer.policies.data.hdf5 import ACTION_KEY, is_image, open_dataset
+from robosteer.policies.data.stats import compute_stats
 
 
 def create_indices(

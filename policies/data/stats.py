@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from policies.data.errors import DatasetError
+from robosteer.policies.data.errors import DatasetError
 
 STAT_NAMES = ("min", "max", "mean", "std")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from policies.nets.embedding import TimestepEncoder
+from robosteer.policies.nets.embedding import TimestepEncoder
 
 
 class _ResBlock(nn.Module):

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from policies.nets.embedding import TimestepEncoder
+from robosteer.policies.nets.embedding import TimestepEncoder
 
 
 class Conv1dBlock(nn.Module):

@@ -4,12 +4,12 @@ One replay buffer, one critic ensemble, one tanh-Gaussian actor, one temperature
 composes these instead of re-implementing them.
 """
 
-from policies.rl.actor import TanhGaussianActor
-from policies.rl.critic import CriticEnsemble, NormalizedCritic, polyak_update
-from policies.rl.nets import EnsembleLinear, mlp
-from policies.rl.offline import chunk_transitions
-from policies.rl.replay import ReplayBuffer, sample_mixed
-from policies.rl.temperature import Temperature
+from robosteer.policies.rl.actor import TanhGaussianActor
+from robosteer.policies.rl.critic import CriticEnsemble, NormalizedCritic, polyak_update
+from robosteer.policies.rl.nets import EnsembleLinear, mlp
+from robosteer.policies.rl.offline import chunk_transitions
+from robosteer.policies.rl.replay import ReplayBuffer, sample_mixed
+from robosteer.policies.rl.temperature import Temperature
 
 __all__ = [
     "CriticEnsemble",

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from policies.rl.nets import activation, mlp
+from robosteer.policies.rl.nets import activation, mlp
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SB3's clamp, as in the DSRL reference actor
 

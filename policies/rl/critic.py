@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from policies.rl.nets import ACTIVATIONS, EnsembleLayerNorm, EnsembleLinear, activation
+from robosteer.policies.rl.nets import ACTIVATIONS, EnsembleLayerNorm, EnsembleLinear, activation
 
 
 class CriticEnsemble(nn.Module):
@@ -123,7 +123,7 @@ class NormalizedCritic(nn.Module):
         act: str = "relu",
     ) -> None:
         super().__init__()
-        from policies.normalizer import Normalizer
+        from robosteer.policies.normalizer import Normalizer
 
         for key, meta in shape_meta["obs"].items():
             if meta.get("type", "low_dim") != "low_dim":

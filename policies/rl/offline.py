@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from policies.data import DatasetError, open_dataset
+from robosteer.policies.data import DatasetError, open_dataset
 
 REWARDS = ("sparse", "dense", "shaped")
 

@@ -22,11 +22,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from policies.acting import ChunkPolicy
-from policies.rl import CriticEnsemble, ReplayBuffer, TanhGaussianActor, Temperature, polyak_update
-from policies.rl.nets import optimizer_step
-from policies.rl.replay import sample_mixed
-from policies.steering.loop import Flags, Obs, OnlineLearner, OnlineRunConfig, Sampler, load_run, run_online
+from robosteer.policies.acting import ChunkPolicy
+from robosteer.policies.rl import CriticEnsemble, ReplayBuffer, TanhGaussianActor, Temperature, polyak_update
+from robosteer.policies.rl.nets import optimizer_step
+from robosteer.policies.rl.replay import sample_mixed
+from robosteer.policies.steering.loop import (
+    Flags,
+    Obs,
+    OnlineLearner,
+    OnlineRunConfig,
+    Sampler,
+    load_run,
+    run_online,
+)
 
 VARIANTS = ("na", "sac")
 LATENTS = ("full", "shared")

@@ -27,8 +27,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from policies.acting import ChunkPolicy
-from policies.rl import (
+from robosteer.policies.acting import ChunkPolicy
+from robosteer.policies.rl import (
     CriticEnsemble,
     ReplayBuffer,
     TanhGaussianActor,
@@ -36,8 +36,8 @@ from policies.rl import (
     polyak_update,
     sample_mixed,
 )
-from policies.rl.nets import optimizer_step
-from policies.steering.loop import Flags, Obs, OnlineLearner, Sampler, load_run, run_online
+from robosteer.policies.rl.nets import optimizer_step
+from robosteer.policies.steering.loop import Flags, Obs, OnlineLearner, Sampler, load_run, run_online
 
 POLICIES = ("otf", "sac")
 ACTIONS = ("chunk", "single")
@@ -492,7 +492,7 @@ def bc_windows(
     path: str | os.PathLike, obs_keys: Sequence[str], n_obs_steps: int, horizon: int, n_action_steps: int
 ) -> dict[str, torch.Tensor]:
     """Every training window of a demonstration file in the base's ``loss`` format, as flat tensors."""
-    from policies.data.sequence import SequenceDataset
+    from robosteer.policies.data.sequence import SequenceDataset
 
     ds = SequenceDataset(path, obs_keys, n_obs_steps, horizon, n_action_steps, split="all")
     batch = ds.get_batch(np.arange(len(ds)))

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from policies.run_log import LogSettings
+from robosteer.policies.run_log import LogSettings
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class OnlineRunConfig:
     def __post_init__(self) -> None:
         resolve_device(self.device)  # a clear error at configuration time
         LogSettings(self.logger, self.wandb_project, self.wandb_mode)
-        from policies.rl.offline import REWARDS
+        from robosteer.policies.rl.offline import REWARDS
 
         if self.reward not in REWARDS:
             raise ValueError(f"reward={self.reward!r} is not known: expected one of {REWARDS}")
@@ -235,10 +235,10 @@ def run_online(
     last observation. ``eval_fn(policy) -> {"success_rate", ...}`` evaluates ``learner.eval_policy()``.
     ``offline``: transitions with the replay's fields, mixed into every batch at ``offline_ratio``.
     """
-    from policies.engine import Best, RunEngine, losses
-    from policies.rl import ReplayBuffer, sample_mixed
-    from policies.rl.offline import shaped_chunk_reward
-    from policies.rng import get_rng_state, set_rng_state
+    from robosteer.policies.engine import Best, RunEngine, losses
+    from robosteer.policies.rl import ReplayBuffer, sample_mixed
+    from robosteer.policies.rl.offline import shaped_chunk_reward
+    from robosteer.policies.rng import get_rng_state, set_rng_state
 
     device = resolve_device(cfg.device)  # the learner was built there (DSRL/EXPO ``device=``)
     built = getattr(learner, "device", device)
@@ -420,8 +420,8 @@ def load_run(path: str, which: str, kind: str, keys: tuple[str, ...]) -> tuple[A
     ``which``: ``latest`` or ``best`` (``latest`` when the run never evaluated). The base is reloaded from its
     recorded path and refused if its weights' hash changed; ``base=scratch`` gets its identity map back.
     """
-    from policies.checkpoint import CheckpointError, load_checkpoint, load_policy, state_dict_hash
-    from policies.steering.scratch import SCRATCH, make_scratch_base
+    from robosteer.policies.checkpoint import CheckpointError, load_checkpoint, load_policy, state_dict_hash
+    from robosteer.policies.steering.scratch import SCRATCH, make_scratch_base
 
     p = Path(path)
     if which not in ("best", "latest"):

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from policies.base import GenerativePolicy, PolicyConfig
+from robosteer.policies.base import GenerativePolicy, PolicyConfig
 
 SCRATCH = "scratch"
 

@@ -73,7 +73,7 @@ class FixedLatentPlanner:
 def fixed_latent_policies(agent: Any, count: int, generator: torch.Generator | None = None) -> list[Any]:
     """``count`` policies, each the base held at one N(0, I) latent (the success spread among them is the
     check's outcome-level figure: a base the latent cannot move scores the same at every one)."""
-    from policies.acting import ChunkPolicy
+    from robosteer.policies.acting import ChunkPolicy
 
     latents = torch.randn(count, agent.latent_dim, generator=generator, device=agent.device)
     return [ChunkPolicy(FixedLatentPlanner(agent, w), agent.base).eval() for w in latents]

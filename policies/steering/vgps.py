@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from policies.acting import ActionQueue
+from robosteer.policies.acting import ActionQueue
 
 SCORES = ("first", "chunk")
 

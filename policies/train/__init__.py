@@ -3,10 +3,10 @@
 ``lr_lambda`` (policies.optim) and the RNG helpers (policies.rng) are re-exported for older imports.
 """
 
-from policies.optim import lr_lambda
-from policies.rng import get_rng_state, seed_everything, set_rng_state
-from policies.train.ema import EMAModel
-from policies.train.trainer import InfiniteSampler, TrainConfig, Trainer, train
+from robosteer.policies.optim import lr_lambda
+from robosteer.policies.rng import get_rng_state, seed_everything, set_rng_state
+from robosteer.policies.train.ema import EMAModel
+from robosteer.policies.train.trainer import InfiniteSampler, TrainConfig, Trainer, train
 
 __all__ = [
     "EMAModel",

@@ -24,12 +24,12 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
-from policies.checkpoint import Checkpoint, CheckpointError, jsonable
-from policies.engine import Best, RunEngine, scalar_value
-from policies.optim import lr_lambda
-from policies.rng import get_rng_state, seed_everything, set_rng_state
-from policies.run_log import LogSettings
-from policies.train.ema import EMAModel
+from robosteer.policies.checkpoint import Checkpoint, CheckpointError, jsonable
+from robosteer.policies.engine import Best, RunEngine, scalar_value
+from robosteer.policies.optim import lr_lambda
+from robosteer.policies.rng import get_rng_state, seed_everything, set_rng_state
+from robosteer.policies.run_log import LogSettings
+from robosteer.policies.train.ema import EMAModel
 
 log = logging.getLogger(__name__)
 

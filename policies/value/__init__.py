@@ -1,8 +1,8 @@
 """Offline value learning (IQL, Cal-QL) for value-guided steering (V-GPS): one algorithm per file."""
 
-from policies.value.calql import CalQL, CalQLConfig
-from policies.value.iql import IQL, IQLConfig
-from policies.value.learner import (
+from robosteer.policies.value.calql import CalQL, CalQLConfig
+from robosteer.policies.value.iql import IQL, IQLConfig
+from robosteer.policies.value.learner import (
     ALGOS,
     build_learner,
     load_critic,

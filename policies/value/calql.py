@@ -25,9 +25,9 @@ import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
-from policies.optim import lr_lambda
-from policies.rl import NormalizedCritic, TanhGaussianActor, Temperature, polyak_update
-from policies.rl.nets import optimizer_step
+from robosteer.policies.optim import lr_lambda
+from robosteer.policies.rl import NormalizedCritic, TanhGaussianActor, Temperature, polyak_update
+from robosteer.policies.rl.nets import optimizer_step
 
 
 @dataclass

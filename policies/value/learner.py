@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from policies.checkpoint import CheckpointError, load_checkpoint
-from policies.data import compute_stats, open_dataset
-from policies.engine import RunEngine, losses
-from policies.rl import NormalizedCritic, ReplayBuffer, chunk_transitions
-from policies.run_log import LogSettings
-from policies.value.calql import CalQL, CalQLConfig
-from policies.value.iql import IQL, IQLConfig
+from robosteer.policies.checkpoint import CheckpointError, load_checkpoint
+from robosteer.policies.data import compute_stats, open_dataset
+from robosteer.policies.engine import RunEngine, losses
+from robosteer.policies.rl import NormalizedCritic, ReplayBuffer, chunk_transitions
+from robosteer.policies.run_log import LogSettings
+from robosteer.policies.value.calql import CalQL, CalQLConfig
+from robosteer.policies.value.iql import IQL, IQLConfig
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ import difflib
 from typing import Any
 
 ROBOTS = {
-    "sim_twin": ("real.drivers.sim_twin", "SimTwinRobot"),
-    "ur": ("real.drivers.ur", "URRobot"),
-    "ros2": ("real.drivers.ros2", "ROS2Robot"),
+    "sim_twin": ("robosteer.real.drivers.sim_twin", "SimTwinRobot"),
+    "ur": ("robosteer.real.drivers.ur", "URRobot"),
+    "ros2": ("robosteer.real.drivers.ros2", "ROS2Robot"),
 }
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from real.robot import ArraySpec, Observation, Robot, RobotError
+from robosteer.real.robot import ArraySpec, Observation, Robot, RobotError
 
 _ENCODINGS = {"rgb8": (3, False), "bgr8": (3, True), "mono8": (1, False)}
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from real.protocol import (
+from robosteer.real.protocol import (
     PROTOCOL_VERSION,
     TWIN_REQUESTS,
     ProtocolError,
@@ -47,7 +47,7 @@ from real.protocol import (
     error_message,
     raise_if_error,
 )
-from real.robot import ArraySpec, Observation, Robot, RobotError
+from robosteer.real.robot import ArraySpec, Observation, Robot, RobotError
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class _Twin:
     """The server side: env, clock, fault injection. Runs inside the twin process's event loop."""
 
     def __init__(self, cfg: dict[str, Any]) -> None:
-        import sim
+        from robosteer import sim
 
         self.cfg = cfg
         self.env = sim.MetaWorldEnv(

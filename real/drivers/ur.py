@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from real.robot import ArraySpec, Observation, Robot, RobotError
+from robosteer.real.robot import ArraySpec, Observation, Robot, RobotError
 
 # UR e-Series joint limits (rad): base..wrist 3; every joint turns +-2 pi.
 UR_JOINT_LIMIT = 2 * np.pi

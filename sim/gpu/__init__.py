@@ -7,9 +7,9 @@ Needs ``.venv-gpu`` (``make gpu-env``: mujoco-warp, warp-lang, a newer mujoco th
 
 from __future__ import annotations
 
-from sim.gpu.pick_place import WarpPickPlaceEnv
-from sim.gpu.push import WarpPushEnv
-from sim.gpu.reach import WarpReachEnv
-from sim.gpu.sawyer import WarpSawyerEnv
+from robosteer.sim.gpu.pick_place import WarpPickPlaceEnv
+from robosteer.sim.gpu.push import WarpPushEnv
+from robosteer.sim.gpu.reach import WarpReachEnv
+from robosteer.sim.gpu.sawyer import WarpSawyerEnv
 
 __all__ = ["WarpPickPlaceEnv", "WarpPushEnv", "WarpReachEnv", "WarpSawyerEnv"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from sim.gpu.sawyer import WarpSawyerEnv, hamacher_product, long_tail_tolerance, sample_obj_goal
+from robosteer.sim.gpu.sawyer import WarpSawyerEnv, hamacher_product, long_tail_tolerance, sample_obj_goal
 
 TARGET_RADIUS = 0.05  # compute_reward's _TARGET_RADIUS (in_place bound, the reward's 10 plateau)
 SUCCESS_RADIUS = 0.07  # evaluate_state's success threshold

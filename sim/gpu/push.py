@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from sim.gpu.reach import MIN_OBJ_GOAL_XY, OBJ_HIGH, OBJ_LOW
-from sim.gpu.sawyer import WarpSawyerEnv, hamacher_product, long_tail_tolerance, sample_obj_goal
+from robosteer.sim.gpu.reach import MIN_OBJ_GOAL_XY, OBJ_HIGH, OBJ_LOW
+from robosteer.sim.gpu.sawyer import WarpSawyerEnv, hamacher_product, long_tail_tolerance, sample_obj_goal
 
 TARGET_RADIUS = 0.05
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from sim.gpu.sawyer import WarpSawyerEnv, long_tail_tolerance, sample_obj_goal
+from robosteer.sim.gpu.sawyer import WarpSawyerEnv, long_tail_tolerance, sample_obj_goal
 
 TARGET_RADIUS = 0.05
 OBJ_LOW, OBJ_HIGH = (-0.1, 0.6, 0.02), (0.1, 0.7, 0.02)

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 import warp as wp
 
-from sim.lockstep import SimStep, TorchBatchedEnv
+from robosteer.sim.lockstep import SimStep, TorchBatchedEnv
 
 FRAME_SKIP = 5  # SawyerXYZEnv's frame_skip
 ACTION_SCALE = 0.01  # SawyerXYZEnv's action_scale: metres of mocap motion per unit action
@@ -210,8 +210,8 @@ class WarpSawyerEnv(TorchBatchedEnv):
         obs_history: int | None = None,
         output: str = "torch",
     ) -> None:
-        from sim.errors import check_choice
-        from sim.metaworld_env import check_seed
+        from robosteer.sim.errors import check_choice
+        from robosteer.sim.metaworld_env import check_seed
 
         if isinstance(num_worlds, bool) or not isinstance(num_worlds, int) or num_worlds < 1:
             raise ValueError(f"num_worlds={num_worlds!r} is not valid: expected an int >= 1")
@@ -484,7 +484,7 @@ class WarpSawyerEnv(TorchBatchedEnv):
         ``seed=int``: world i gets episode seed ``sim.episode_seed(seed, i)``; None: the next seed of each
         world's stream (from the construction seed on the first call).
         """
-        from sim.metaworld_env import check_seed, episode_seed
+        from robosteer.sim.metaworld_env import check_seed, episode_seed
 
         if seed is None and self._needs_reset:
             seed = self.seed
@@ -499,7 +499,7 @@ class WarpSawyerEnv(TorchBatchedEnv):
 
     def _sim_reset_envs(self, seeds: list[int]) -> torch.Tensor:
         """Reset world i from episode seed ``seeds[i]`` exactly (``sim.evaluate``'s per-env seeds): (B, 39)."""
-        from sim.metaworld_env import check_seed
+        from robosteer.sim.metaworld_env import check_seed
 
         return self._reset_all(
             torch.tensor([check_seed(s) for s in seeds], dtype=torch.int64, device=self.device)

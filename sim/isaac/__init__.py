@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.errors import check_choice
-from sim.isaac.install import IMPLS, IsaacNotInstalledError, available
-from sim.isaac.isaacgym_env import IsaacGymEnv, make_isaacgym_env
-from sim.isaac.lab import IsaacLabEnv, make_isaaclab_env
-from sim.lockstep import SimStep, TorchBatchedEnv
+from robosteer.sim.errors import check_choice
+from robosteer.sim.isaac.install import IMPLS, IsaacNotInstalledError, available
+from robosteer.sim.isaac.isaacgym_env import IsaacGymEnv, make_isaacgym_env
+from robosteer.sim.isaac.lab import IsaacLabEnv, make_isaaclab_env
+from robosteer.sim.lockstep import SimStep, TorchBatchedEnv
 
 ISAAC_IMPLS = ("isaaclab", "isaacgym")
 

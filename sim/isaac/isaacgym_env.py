@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from sim.isaac.install import require
-from sim.lockstep import SimStep, TorchBatchedEnv
+from robosteer.sim.isaac.install import require
+from robosteer.sim.lockstep import SimStep, TorchBatchedEnv
 
 if TYPE_CHECKING:
     from isaacgym import gymapi

@@ -24,8 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium as gym
 import torch
 
-from sim.isaac.install import require
-from sim.lockstep import SimStep, TorchBatchedEnv
+from robosteer.sim.isaac.install import require
+from robosteer.sim.lockstep import SimStep, TorchBatchedEnv
 
 
 class ObservationManagerAPI(Protocol):
@@ -217,7 +217,7 @@ def make_isaaclab_env(
     from isaaclab_tasks.utils import parse_env_cfg
 
     if task not in gym.registry:
-        from sim.errors import check_choice
+        from robosteer.sim.errors import check_choice
 
         check_choice("Isaac Lab task", task, [k for k in gym.registry if k.startswith("Isaac-")])
     cfg = parse_env_cfg(task, device=device, num_envs=int(num_envs))

@@ -40,5 +40,9 @@ def test_weak_base_collects_the_asked_demos_once_under_its_own_names(
         tmp_path / "push-v3" / data_dir / "demos.hdf5",
         0.5,
     )
-    assert [c[0] for c in calls] == ["scripts.collect", "scripts.train", "scripts.evaluate"]
+    assert [c[0] for c in calls] == [
+        "robosteer.scripts.collect",
+        "robosteer.scripts.train",
+        "robosteer.scripts.evaluate",
+    ]
     assert f"episodes={demos}" in calls[0]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from policies.steering.dsrl import DSRLConfig
-from scripts.cli import _compose
+from robosteer.policies.steering.dsrl import DSRLConfig
+from robosteer.scripts.cli import _compose
 
 CPU_ONLY = {"hidden"}  # kept "ours" in the preset too: the reference's 3×2048 networks are a GPU's
 

@@ -124,10 +124,10 @@ def _labelled_lines(path: Path) -> list[tuple[int, str, str, str]]:
 
 
 def _schema(algo: str) -> type:
-    from policies.steering.dsrl import DSRLConfig
-    from policies.steering.expo import EXPOConfig
-    from policies.value.calql import CalQLConfig
-    from policies.value.iql import IQLConfig
+    from robosteer.policies.steering.dsrl import DSRLConfig
+    from robosteer.policies.steering.expo import EXPOConfig
+    from robosteer.policies.value.calql import CalQLConfig
+    from robosteer.policies.value.iql import IQLConfig
 
     return {"calql": CalQLConfig, "iql": IQLConfig, "dsrl": DSRLConfig, "expo": EXPOConfig}[algo]
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 COPIED = (
+    "robosteer",
     "policies",
     "sim",
     "real",
@@ -37,6 +38,7 @@ COPIED = (
     "tests",
     "benchmarks",
     "pyproject.toml",
+    "setup.py",
     "conftest.py",
 )
 

@@ -24,7 +24,7 @@ def randomize(policy: torch.nn.Module, seed: int = 0, scale: float = 0.3) -> Non
 
 def tiny_steering_base(to: int = 2, tp: int = 8, ta: int = 4, state_dim: int = 39, action_dim: int = 4):
     """The tiny diffusion base the steering tests share: reach-v3's state/action sizes, unit stats, seed 0."""
-    from policies import make_policy
+    from robosteer.policies import make_policy
 
     shape_meta = {
         "obs": {"state": {"shape": [state_dim], "type": "low_dim"}},

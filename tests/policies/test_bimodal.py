@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from policies import make_policy
+from robosteer.policies import make_policy
 
 torch.set_num_threads(1)
 

@@ -10,7 +10,7 @@ import torch
 from diffusers import DDIMScheduler, DDPMScheduler
 from policy_testkit import ACTION_DIM, STATE_DIM, TINY, obs_window, randomize
 
-from policies import make_policy
+from robosteer.policies import make_policy
 
 torch.set_num_threads(1)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from policies.encoders import ImageEncoder, ObsEncoder, SpatialSoftmax
-from policies.nets import ConditionalUnet1D, MLPDenoiser
+from robosteer.policies.encoders import ImageEncoder, ObsEncoder, SpatialSoftmax
+from robosteer.policies.nets import ConditionalUnet1D, MLPDenoiser
 
 torch.set_num_threads(1)
 
@@ -118,7 +118,7 @@ def test_unet_horizon_check() -> None:
 
 
 def test_identity_fast_path_equals_the_general_path():
-    from policies.encoders import ObsEncoder
+    from robosteer.policies.encoders import ObsEncoder
 
     meta = {
         "obs": {"state": {"shape": [5], "type": "low_dim"}, "extra": {"shape": [2, 3], "type": "low_dim"}}

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from policies.checkpoint import load_checkpoint
-from policies.engine import NonFiniteError, RunEngine
+from robosteer.policies.checkpoint import load_checkpoint
+from robosteer.policies.engine import NonFiniteError, RunEngine
 
 
 def _save(run: RunEngine, step: int, value: float = 1.0) -> None:
@@ -106,7 +106,7 @@ def test_due_counts_each_multiple_once_for_steps_that_jump():
 
 
 def test_best_reads_steering_checkpoints_written_before_the_engine_kept_it():
-    from policies.engine import Best
+    from robosteer.policies.engine import Best
 
     old = Best.from_state({"success_rate": 0.6, "env_steps": 4000})
     assert (old.success_rate, old.step, old.metrics) == (0.6, 4000, {})
@@ -120,7 +120,7 @@ def test_ctrl_c_sets_the_stop_flag_and_a_second_one_raises():
     import signal
     import time
 
-    from policies.engine import stop_on_ctrl_c
+    from robosteer.policies.engine import stop_on_ctrl_c
 
     # A shell's background job (`make test &`, some CI runners) starts with SIGINT ignored, which the helper
     # rightly leaves alone: give this process Python's own Ctrl-C handler for the test.
@@ -143,7 +143,7 @@ def test_ctrl_c_stays_ignored_where_it_was_ignored():
     """A background job ignores SIGINT: the collector must not make it interruptible behind its back."""
     import signal
 
-    from policies.engine import stop_on_ctrl_c
+    from robosteer.policies.engine import stop_on_ctrl_c
 
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from policies import make_policy
+from robosteer.policies import make_policy
 
 torch.set_num_threads(1)
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from policy_testkit import STATE_DIM, TINY, obs_window
 
-from policies.data import DatasetWriter, SequenceDataset
-from policies.registry import make_policy
+from robosteer.policies.data import DatasetWriter, SequenceDataset
+from robosteer.policies.registry import make_policy
 
 
 def _write(path, env_name: str, episodes: int = 2) -> None:

@@ -9,8 +9,8 @@ import pytest
 import torch
 from policy_testkit import TINY, obs_window
 
-from policies import make_policy
-from policies.normalizer import Normalizer, NormalizerNotFittedError
+from robosteer.policies import make_policy
+from robosteer.policies.normalizer import Normalizer, NormalizerNotFittedError
 
 torch.set_num_threads(1)
 
@@ -81,6 +81,6 @@ def test_config_errors(shape_meta: dict) -> None:
 
 
 def test_list_policies() -> None:
-    from policies import list_policies
+    from robosteer.policies import list_policies
 
     assert list_policies() == ["diffusion", "flow", "streaming"]

@@ -6,7 +6,7 @@ import pytest
 import torch
 from policy_testkit import ACTION_DIM, TINY, obs_window, randomize
 
-from policies import make_policy
+from robosteer.policies import make_policy
 
 TP = 8
 

@@ -27,7 +27,7 @@ def _expected(fixture: Path) -> dict:
 def test_old_run_loads_and_acts_as_it_did(fixture: Path, kind: str) -> None:
     want = _expected(fixture)[kind]
     obs = np.asarray(want["obs"], dtype=np.float32)  # (N, 39)
-    from policies.loading import load
+    from robosteer.policies.loading import load
 
     loaded = load(fixture / kind, which="latest")  # one loader, whatever the run's kind
     if kind == "calql":

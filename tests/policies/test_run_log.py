@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from policies.engine import RunEngine
-from policies.run_log import LogSettings
+from robosteer.policies.engine import RunEngine
+from robosteer.policies.run_log import LogSettings
 
 OFFLINE = LogSettings(logger="wandb", wandb_mode="offline")
 

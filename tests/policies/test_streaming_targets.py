@@ -15,7 +15,7 @@ import pytest
 import torch
 from policy_testkit import ACTION_DIM, STATE_DIM, TINY, obs_window, randomize
 
-from policies import make_policy
+from robosteer.policies import make_policy
 
 torch.set_num_threads(1)
 LO, HI = -2.0, 2.0  # action stats: normalised x0 = 2 (a − LO) / (HI − LO) − 1 = a / 2

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from real.robot import ArraySpec, Observation, Robot, RobotError
+from robosteer.real.robot import ArraySpec, Observation, Robot, RobotError
 
 STATE_DIM, ACTION_DIM = 39, 4
 TINY = {"mlp_hidden_dim": 32, "mlp_n_blocks": 2, "time_embed_dim": 16, "horizon": 8, "n_action_steps": 4}
@@ -18,7 +18,7 @@ TINY = {"mlp_hidden_dim": 32, "mlp_n_blocks": 2, "time_embed_dim": 16, "horizon"
 
 def tiny_policy(seed: int = 0) -> Any:
     """An untrained (randomised) 39-d state / 4-d action diffusion policy: real code path, fast."""
-    from policies import make_policy
+    from robosteer.policies import make_policy
 
     torch.manual_seed(seed)
     shape_meta = {

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from conftest import STATE_DIM, tiny_policy
 
-from policies.checkpoint import save_checkpoint
-from policies.data import open_dataset
+from robosteer.policies.checkpoint import save_checkpoint
+from robosteer.policies.data import open_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ def run(args: list[str], timeout: float = 120.0) -> subprocess.CompletedProcess:
 
 def test_deploy_a_checkpoint_on_the_twin(checkpoint: Path, tmp_path: Path) -> None:
     out = tmp_path / "deploy"
-    proc = run(["scripts.deploy", "robot=sim_twin", f"policy={checkpoint}", "task=push-v3", "episodes=2",
+    proc = run(["robosteer.scripts.deploy", "robot=sim_twin", f"policy={checkpoint}", "task=push-v3", "episodes=2",
                 "max_steps=25", "mode=async", "robot.driver.latency_ms=20", f"out={out}"])  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     m = json.loads((out / "metrics.json").read_text())
@@ -61,7 +61,7 @@ def test_deploy_a_checkpoint_on_the_twin(checkpoint: Path, tmp_path: Path) -> No
 def test_deploy_reports_a_dead_policy_server(tmp_path: Path) -> None:
     proc = run(
         [
-            "scripts.deploy",
+            "robosteer.scripts.deploy",
             "robot=sim_twin",
             "policy=ws://127.0.0.1:9",
             "task=push-v3",
@@ -81,7 +81,7 @@ def server_lost_between_episodes(die_at_reset: int) -> Iterator[str]:
     asked for the ``die_at_reset``-th reset: the server lost between two episodes, during policy.reset()."""
     from websockets.sync.server import serve
 
-    from real.protocol import PROTOCOL_VERSION, decode, encode
+    from robosteer.real.protocol import PROTOCOL_VERSION, decode, encode
 
     meta = {
         "name": "flaky", "task": "push-v3", "steered": False, "supports_prefix": False,
@@ -122,7 +122,7 @@ def test_deploy_server_lost_between_episodes_keeps_the_contract(tmp_path: Path) 
     episode 1 kept in episodes.hdf5, metrics.json with error, exit 1."""
     out = tmp_path / "deploy"
     with server_lost_between_episodes(die_at_reset=2) as url:
-        proc = run(["scripts.deploy", "robot=sim_twin", f"policy={url}", "task=push-v3", "episodes=3",
+        proc = run(["robosteer.scripts.deploy", "robot=sim_twin", f"policy={url}", "task=push-v3", "episodes=3",
                     "max_steps=15", "mode=sync", f"out={out}"])  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
@@ -138,7 +138,7 @@ def test_deploy_server_lost_between_episodes_keeps_the_contract(tmp_path: Path) 
 def test_serve_then_deploy_remotely(checkpoint: Path, tmp_path: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     server = subprocess.Popen(
-        [sys.executable, "-m", "scripts.serve", f"checkpoint={checkpoint}", "port=0", f"out={tmp_path / 'serve'}"],
+        [sys.executable, "-m", "robosteer.scripts.serve", f"checkpoint={checkpoint}", "port=0", f"out={tmp_path / 'serve'}"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
@@ -151,7 +151,14 @@ def test_serve_then_deploy_remotely(checkpoint: Path, tmp_path: Path) -> None:
         assert url, "server did not print its url"
         out = tmp_path / "deploy"
         proc = run(
-            ["scripts.deploy", "robot=sim_twin", f"policy={url}", "episodes=1", "max_steps=20", f"out={out}"]
+            [
+                "robosteer.scripts.deploy",
+                "robot=sim_twin",
+                f"policy={url}",
+                "episodes=1",
+                "max_steps=20",
+                f"out={out}",
+            ]
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert json.loads((out / "metrics.json").read_text())["task"] == "push-v3"  # from the handshake
@@ -163,7 +170,7 @@ def test_serve_then_deploy_remotely(checkpoint: Path, tmp_path: Path) -> None:
 def test_safety_keys_are_plain_overrides_and_switching_safety_off_needs_an_acknowledgement(
     checkpoint: Path, tmp_path: Path
 ) -> None:
-    common = ["scripts.deploy", "robot=sim_twin", f"policy={checkpoint}", "task=push-v3", "episodes=1",
+    common = ["robosteer.scripts.deploy", "robot=sim_twin", f"policy={checkpoint}", "task=push-v3", "episodes=1",
               "max_steps=5", "mode=sync"]  # fmt: skip
     refused = run([*common, "safety.enabled=false", f"out={tmp_path / 'refused'}"])
     assert refused.returncode == 2, refused.stderr[-2000:]

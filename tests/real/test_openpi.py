@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from conftest import STATE_DIM, tiny_policy
 
-from real.openpi import NOISE_KEY, OpenpiClient, packb, unpackb
-from real.protocol import ProtocolError, RemoteError
-from real.server import PolicyBackend, PolicyServer
+from robosteer.real.openpi import NOISE_KEY, OpenpiClient, packb, unpackb
+from robosteer.real.protocol import ProtocolError, RemoteError
+from robosteer.real.server import PolicyBackend, PolicyServer
 
 openpi_msgpack = pytest.importorskip("openpi_client.msgpack_numpy")
 websocket_client_policy = pytest.importorskip("openpi_client.websocket_client_policy")
@@ -126,8 +126,8 @@ def test_dsrl_and_vgps_steer_a_policy_served_over_openpis_wire(server: PolicySer
     re-ranks the remote samples as it ranks local ones (same seed, same critic: the same chunk)."""
     import torch
 
-    from policies.steering.dsrl import DSRL
-    from policies.steering.vgps import VGPSPolicy
+    from robosteer.policies.steering.dsrl import DSRL
+    from robosteer.policies.steering.vgps import VGPSPolicy
 
     window = {"state": torch.as_tensor(np.stack([obs(i)["state"] for i in range(2)]))}  # (2, To, D)
     torch.manual_seed(0)

@@ -8,7 +8,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from real.protocol import (
+from robosteer.real.protocol import (
     PROTOCOL_VERSION,
     ProtocolError,
     check_hello,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from real.drivers.ros2 import ROS2Robot, image_to_array, joint_state_to_array
-from real.robot import RobotError
+from robosteer.real.drivers.ros2 import ROS2Robot, image_to_array, joint_state_to_array
+from robosteer.real.robot import RobotError
 
 
 def test_joint_state_is_reordered_by_name() -> None:

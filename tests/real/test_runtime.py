@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from conftest import FakeRobot, ScriptedChunkPolicy
 
-from policies.data import DatasetWriter, open_dataset
-from real.robot import RobotError
-from real.runtime import ControlLoop, DeployError, RuntimeConfig, run_episodes
-from real.safety import SafetyConfig, SafetyFilter
+from robosteer.policies.data import DatasetWriter, open_dataset
+from robosteer.real.robot import RobotError
+from robosteer.real.runtime import ControlLoop, DeployError, RuntimeConfig, run_episodes
+from robosteer.real.safety import SafetyConfig, SafetyFilter
 
 
 def make_loop(robot: FakeRobot, policy: ScriptedChunkPolicy, **kw: object) -> ControlLoop:

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from real.safety import SafetyConfig, SafetyFilter
+from robosteer.real.safety import SafetyConfig, SafetyFilter
 
 
 def make(**kw: object) -> SafetyFilter:

@@ -13,9 +13,9 @@ import pytest
 import torch
 from conftest import STATE_DIM, ServablePolicy, tiny_policy
 
-from real.client import PolicyClient, PolicyConnectionError, PolicyTimeout
-from real.protocol import PROTOCOL_VERSION, RemoteError, encode
-from real.server import PolicyBackend, PolicyServer
+from robosteer.real.client import PolicyClient, PolicyConnectionError, PolicyTimeout
+from robosteer.real.protocol import PROTOCOL_VERSION, RemoteError, encode
+from robosteer.real.server import PolicyBackend, PolicyServer
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,7 @@ def test_bad_requests_get_errors_and_the_connection_survives(server: PolicyServe
             client._roundtrip({"type": "teleport"}, expect="x")
         # raw garbage bytes on the same socket
         client._ws.send(b"\xc1garbage")
-        from real.protocol import decode
+        from robosteer.real.protocol import decode
 
         assert decode(client._ws.recv(timeout=5))["code"] == "bad_message"
         assert client.sample(window()).shape == (1, 8, 4)  # still serving
@@ -162,7 +162,7 @@ def test_client_refuses_non_websocket_urls() -> None:
 def test_hello_must_come_first(server: PolicyServer) -> None:
     from websockets.sync.client import connect
 
-    from real.protocol import decode
+    from robosteer.real.protocol import decode
 
     with connect(server.url) as ws:
         ws.send(encode({"type": "sample", "obs": window()}))
@@ -173,7 +173,7 @@ def test_hello_must_come_first(server: PolicyServer) -> None:
 
 def test_steering_wraps_a_remote_policy_and_steered_policies_serve(server: PolicyServer, tiny: Any) -> None:
     """DSRL treats the client as a black-box noise decoder; a DSRL SteeredPolicy can itself be served."""
-    from policies.steering.dsrl import DSRL, SteeredPolicy
+    from robosteer.policies.steering.dsrl import DSRL, SteeredPolicy
 
     torch.manual_seed(0)
     with PolicyClient(server.url) as client:
@@ -351,7 +351,7 @@ def test_invalid_tokens_are_refused_with_a_reason(tiny: Any) -> None:
     from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
 
-    from real.protocol import decode
+    from robosteer.real.protocol import decode
 
     with (
         PolicyServer(PolicyBackend(tiny), port=0, token="s3cret") as srv,

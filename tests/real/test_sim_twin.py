@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 from conftest import ScriptedChunkPolicy, ServablePolicy
 
-from policies.data import DatasetWriter, open_dataset
-from real.client import PolicyClient
-from real.drivers.sim_twin import SimTwinRobot
-from real.protocol import decode, encode
-from real.robot import RobotError
-from real.runtime import ControlLoop, DeployError, RuntimeConfig, run_episodes
-from real.safety import SafetyConfig, SafetyFilter
-from real.server import PolicyBackend, PolicyServer
+from robosteer.policies.data import DatasetWriter, open_dataset
+from robosteer.real.client import PolicyClient
+from robosteer.real.drivers.sim_twin import SimTwinRobot
+from robosteer.real.protocol import decode, encode
+from robosteer.real.robot import RobotError
+from robosteer.real.runtime import ControlLoop, DeployError, RuntimeConfig, run_episodes
+from robosteer.real.safety import SafetyConfig, SafetyFilter
+from robosteer.real.server import PolicyBackend, PolicyServer
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +170,7 @@ def test_twin_refuses_connections_without_its_token(twin: SimTwinRobot) -> None:
 
 PARENT = """
 import sys, time
-from real.drivers.sim_twin import SimTwinRobot
+from robosteer.real.drivers.sim_twin import SimTwinRobot
 robot = SimTwinRobot("push-v3", rate_hz=20.0, max_episode_steps=50)
 robot.connect()
 print(robot.process.pid, robot._ws.remote_address[1], flush=True)

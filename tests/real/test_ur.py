@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from real.drivers.ur import URRobot
-from real.robot import RobotError
+from robosteer.real.drivers.ur import URRobot
+from robosteer.real.robot import RobotError
 
 
 class FakeRTDE:
@@ -185,7 +185,7 @@ def test_missing_sdk_and_bad_settings_are_clear() -> None:
 
 
 def test_safety_defaults_wire_into_the_filter() -> None:
-    from real.safety import SafetyConfig, SafetyFilter
+    from robosteer.real.safety import SafetyConfig, SafetyFilter
 
     fake = FakeRTDE()
     robot = make(fake, joint_low=[-1.0] * 6, joint_high=[1.0] * 6)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scripts.bench import available, main
+from robosteer.scripts.bench import available, main
 
 
 def test_lists_and_rejects_unknown_names(capsys):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.cli import check_overrides
+from robosteer.scripts.cli import check_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,19 +66,21 @@ def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_a_directory_as_dataset_points_at_the_file_inside(tmp_path: Path) -> None:
     (tmp_path / "demos").mkdir()
     (tmp_path / "demos" / "demos.hdf5").write_bytes(b"")
-    p = _run("scripts.train", f"dataset={tmp_path / 'demos'}", f"out={tmp_path / 'run'}", cwd=ROOT)
+    p = _run("robosteer.scripts.train", f"dataset={tmp_path / 'demos'}", f"out={tmp_path / 'run'}", cwd=ROOT)
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
     assert f"use dataset={tmp_path / 'demos' / 'demos.hdf5'}" in p.stderr
 
 
 def test_a_salvaged_partial_collection_is_never_overwritten(tmp_path: Path) -> None:
-    from policies.data import DatasetWriter
+    from robosteer.policies.data import DatasetWriter
 
     out = tmp_path / "demos"
     writer = DatasetWriter(out / "demos.hdf5", env_args={"env_name": "push-v3"})
     writer._file.close()  # as a kill -9 leaves it: the .partial file, never renamed
     partial = out / "demos.hdf5.partial"
     size = partial.stat().st_size
-    p = _run("scripts.collect", "task=push-v3", "episodes=1", f"out={out}", "progress=false", cwd=ROOT)
+    p = _run(
+        "robosteer.scripts.collect", "task=push-v3", "episodes=1", f"out={out}", "progress=false", cwd=ROOT
+    )
     assert p.returncode == 2 and "interrupted collection" in p.stderr and "Traceback" not in p.stderr
     assert partial.stat().st_size == size  # untouched

@@ -12,8 +12,8 @@ import pytest
 from _ctrl_c import ctrl_c_when
 from omegaconf import OmegaConf
 
-from policies.data import open_dataset
-from scripts.collect import collect, episode_seed
+from robosteer.policies.data import open_dataset
+from robosteer.scripts.collect import collect, episode_seed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,7 +89,7 @@ def test_cli_writes_run_directory(tmp_path):
         [
             sys.executable,
             "-m",
-            "scripts.collect",
+            "robosteer.scripts.collect",
             "task=reach-v3",
             "episodes=2",
             "progress=false",
@@ -109,7 +109,7 @@ def test_cli_writes_run_directory(tmp_path):
 
 def test_cli_rejects_unknown_task(tmp_path):
     res = subprocess.run(
-        [sys.executable, "-m", "scripts.collect", "task=psh-v3", "episodes=1", f"out={tmp_path}"],
+        [sys.executable, "-m", "robosteer.scripts.collect", "task=psh-v3", "episodes=1", f"out={tmp_path}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -132,7 +132,7 @@ def test_ctrl_c_leaves_a_valid_file_with_the_finished_episodes(tmp_path):
         [
             sys.executable,
             "-m",
-            "scripts.collect",
+            "robosteer.scripts.collect",
             "task=reach-v3",
             "episodes=100000",
             "progress=false",
@@ -155,7 +155,7 @@ def test_ctrl_c_right_after_an_episode_is_written_is_counted(tmp_path, monkeypat
 
     The metrics must report what the file holds (the writer is the truth), not the collector's counter.
     """
-    import scripts.collect as collect_mod
+    import robosteer.scripts.collect as collect_mod
 
     real_add = collect_mod.DatasetWriter.add_episode
 

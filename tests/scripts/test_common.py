@@ -1,11 +1,11 @@
-"""scripts.common helpers the benchmark grids share."""
+"""robosteer.scripts.common helpers the benchmark grids share."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from scripts.common import log_beside, read_results
+from robosteer.scripts.common import log_beside, read_results
 
 
 def test_log_beside_keeps_dotted_run_names_apart():

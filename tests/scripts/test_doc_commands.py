@@ -17,9 +17,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from scripts.common import CONFIG_DIR
-from scripts.dataset import peel_command
-from scripts.deploy import cli_overrides
+from robosteer.scripts.common import CONFIG_DIR
+from robosteer.scripts.dataset import peel_command
+from robosteer.scripts.deploy import cli_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from policies import make_policy
-from scripts.collect import collect
-from scripts.evaluate import obs_mode, replay_dataset, set_sample_levels
+from robosteer.policies import make_policy
+from robosteer.scripts.collect import collect
+from robosteer.scripts.evaluate import obs_mode, replay_dataset, set_sample_levels
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "scripts.evaluate", "progress=false", *args],
+        [sys.executable, "-m", "robosteer.scripts.evaluate", "progress=false", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -85,7 +85,7 @@ SHORT = ("task=push-v3", "episodes=2", "num_envs=2", "video=false", "max_episode
 
 @pytest.mark.parametrize("protocol", ["robosteer", "openpi"])
 def test_a_served_policy_is_evaluated_as_the_local_run_is(tmp_path, protocol):
-    from real.server import PolicyServer, load_backend
+    from robosteer.real.server import PolicyServer, load_backend
 
     run = FIXTURE / "dsrl"
     server = PolicyServer(load_backend(run, which="latest"), port=0, protocol=protocol).start()
@@ -107,7 +107,7 @@ def test_an_unreachable_or_silent_server_is_one_clear_line(tmp_path):
 
     from websockets.sync.server import serve
 
-    from real.openpi import packb
+    from robosteer.real.openpi import packb
 
     res = _run("checkpoint=ws://127.0.0.1:9", *SHORT, f"out={tmp_path / 'a'}")
     assert res.returncode == 2 and "cannot connect to policy server ws://127.0.0.1:9" in res.stderr

@@ -15,10 +15,10 @@ import pytest
 import torch
 from _ctrl_c import ctrl_c_when
 
-from policies.checkpoint import CheckpointError, load_checkpoint
-from policies.data import DatasetError, DatasetWriter
-from policies.engine import NonFiniteError
-from scripts.common import exit_codes
+from robosteer.policies.checkpoint import CheckpointError, load_checkpoint
+from robosteer.policies.data import DatasetError, DatasetWriter
+from robosteer.policies.engine import NonFiniteError
+from robosteer.scripts.common import exit_codes
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MUJOCO_GL": "egl"}
@@ -77,7 +77,7 @@ def test_train_on_a_dataset_with_one_nan_action_exits_2_naming_file_demo_key_ind
     bad.write_bytes(demos.read_bytes())
     with h5py.File(bad, "a") as f:
         f["data/demo_2/actions"][5, 1] = np.nan
-    p = _cli("scripts.train", f"dataset={bad}", "steps=3", "out=run", *TINY, cwd=tmp_path)
+    p = _cli("robosteer.scripts.train", f"dataset={bad}", "steps=3", "out=run", *TINY, cwd=tmp_path)
     assert p.returncode == 2, p.stderr[-3000:]
     line = _one_line_error(p.stderr)
     assert line.startswith("robosteer-train: error: ") and str(bad) in line, line
@@ -89,7 +89,7 @@ def test_train_whose_loss_turns_non_finite_exits_1_and_keeps_the_last_good_check
     """An absurd learning rate: step 1 moves every weight by ~1e30, and step 2's loss overflows float32."""
     over = ["optim.lr=1e30", "grad_clip_norm=null", "lr_warmup_steps=0", "lr_scheduler=constant"]
     p = _cli(
-        "scripts.train",
+        "robosteer.scripts.train",
         f"dataset={demos}",
         "steps=5",
         "checkpoint_every=1",
@@ -112,7 +112,7 @@ def test_train_whose_loss_turns_non_finite_exits_1_and_keeps_the_last_good_check
 def test_eval_of_a_checkpoint_with_corrupted_weights_exits_2_naming_the_file(tmp_path, demos):
     from hydra import compose, initialize_config_dir
 
-    from scripts.train import run
+    from robosteer.scripts.train import run
 
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base=None):
         cfg = compose("train", overrides=[f"dataset={demos}", "steps=2", f"out={tmp_path / 'run'}", *TINY])
@@ -123,7 +123,7 @@ def test_eval_of_a_checkpoint_with_corrupted_weights_exits_2_naming_the_file(tmp
     raw[mid : mid + 65536] = b"\xff" * len(raw[mid : mid + 65536])  # up to 64 KB of 0xff: NaN weights
     weights.write_bytes(bytes(raw))
     args = [f"checkpoint={tmp_path / 'run'}", "episodes=1", "video=false", "progress=false", "out=ev"]
-    p = _cli("scripts.evaluate", *args, cwd=tmp_path)
+    p = _cli("robosteer.scripts.evaluate", *args, cwd=tmp_path)
     assert p.returncode == 2, p.stderr[-3000:]
     line = _one_line_error(p.stderr)
     assert line.startswith("robosteer-eval: error: ") and f"{weights}: checksum mismatch" in line, line
@@ -134,7 +134,7 @@ def test_ctrl_c_during_training_exits_130_with_one_line_and_resume_continues(tmp
     (not only at the last periodic save), and ``resume=true`` carries the run to its end."""
     common = [f"dataset={demos}", "checkpoint_every=100000", "eval_every=0", "out=run", *TINY]
     code, err = ctrl_c_when(
-        [sys.executable, "-m", "scripts.train", *common, "steps=100000"],
+        [sys.executable, "-m", "robosteer.scripts.train", *common, "steps=100000"],
         lambda: bool(list((tmp_path / "run" / "tb").glob("events*"))),  # training: the engine holds Ctrl-C
         cwd=tmp_path,
         env=ENV,
@@ -144,6 +144,6 @@ def test_ctrl_c_during_training_exits_130_with_one_line_and_resume_continues(tmp
     assert _one_line_error(err) == "robosteer-train: interrupted (Ctrl-C)"
     step = load_checkpoint(tmp_path / "run" / "checkpoints" / "latest").extra["step"]
     assert 0 < step < 100000
-    p = _cli("scripts.train", *common, f"steps={step + 2}", "resume=true", cwd=tmp_path)
+    p = _cli("robosteer.scripts.train", *common, f"steps={step + 2}", "resume=true", cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     assert load_checkpoint(tmp_path / "run" / "checkpoints" / "latest").extra["step"] == step + 2

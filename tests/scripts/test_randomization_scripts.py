@@ -8,11 +8,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
-from policies.data import open_dataset
-from scripts.collect import collect
-from scripts.common import CONFIG_DIR
-from scripts.evaluate import evaluate_policy, replay_dataset
-from sim.randomization import PARAM_KEYS
+from robosteer.policies.data import open_dataset
+from robosteer.scripts.collect import collect
+from robosteer.scripts.common import CONFIG_DIR
+from robosteer.scripts.evaluate import evaluate_policy, replay_dataset
+from robosteer.sim.randomization import PARAM_KEYS
 
 
 def _compose(name: str, *overrides: str):
@@ -69,8 +69,8 @@ def test_evaluation_metrics_record_config_and_draws(tmp_path):
 
 
 def test_training_evaluations_run_under_randomization(tmp_path):
-    import sim
-    from scripts.train import build_eval_fn
+    from robosteer import sim
+    from robosteer.scripts.train import build_eval_fn
 
     cfg = _compose(
         "train",

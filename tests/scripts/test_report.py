@@ -1,10 +1,10 @@
-"""scripts.report: the end-of-demo table and plot, including the Wilson-bound rounding case."""
+"""robosteer.scripts.report: the end-of-demo table and plot, including the Wilson-bound rounding case."""
 
 from __future__ import annotations
 
 import json
 
-from scripts.report import main
+from robosteer.scripts.report import main
 
 
 def test_report_writes_table_and_plot(tmp_path, capsys):

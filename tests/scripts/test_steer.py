@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from policies.checkpoint import CheckpointError, load_policy, state_dict_hash
+from robosteer.policies.checkpoint import CheckpointError, load_policy, state_dict_hash
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MUJOCO_GL": "egl"}
@@ -52,18 +52,26 @@ def _run(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 def _eval(run: str, out: str, cwd: Path, *extra: str) -> subprocess.CompletedProcess:
     """robosteer-eval of a steering run for 2 short episodes."""
     args = ["episodes=2", "num_envs=2", "max_episode_steps=16", "video=false", "progress=false", *extra]
-    return _run("scripts.evaluate", f"checkpoint={run}", *args, f"out={out}", cwd=cwd)
+    return _run("robosteer.scripts.evaluate", f"checkpoint={run}", *args, f"out={out}", cwd=cwd)
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory) -> tuple[Path, Path, Path]:
     """(work dir, a reach-v3 dataset of 2 expert demos, a tiny diffusion base trained on it)."""
     work = tmp_path_factory.mktemp("steer")
-    p = _run("scripts.collect", "task=reach-v3", "episodes=2", "progress=false", "out=demos", cwd=work)
+    p = _run(
+        "robosteer.scripts.collect", "task=reach-v3", "episodes=2", "progress=false", "out=demos", cwd=work
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     demos = work / "demos" / "demos.hdf5"
     p = _run(
-        "scripts.train", "policy=diffusion", f"dataset={demos}", "steps=3", "out=base", *TINY_BASE, cwd=work
+        "robosteer.scripts.train",
+        "policy=diffusion",
+        f"dataset={demos}",
+        "steps=3",
+        "out=base",
+        *TINY_BASE,
+        cwd=work,
     )
     assert p.returncode == 0, p.stderr[-3000:]
     return work, demos, work / "base"
@@ -73,7 +81,13 @@ def test_steer_cli_na_with_offline_demos_then_eval_the_steered_policy(setup):
     work, demos, base = setup
     before = state_dict_hash(load_policy(base, which="best"))
     p = _run(
-        "scripts.steer", f"base={base}", "variant=na", f"offline={demos}", "out=dsrl", *TINY_STEER, cwd=work
+        "robosteer.scripts.steer",
+        f"base={base}",
+        "variant=na",
+        f"offline={demos}",
+        "out=dsrl",
+        *TINY_STEER,
+        cwd=work,
     )
     assert p.returncode == 0, p.stderr[-3000:]
     run = work / "dsrl"
@@ -102,7 +116,7 @@ def test_check_only_measures_the_base_and_trains_nothing(setup):
     """The check alone, on the base's own dataset (offline=auto, the default), with its figures and verdict."""
     work, demos, base = setup
     fast = ["steerability.directions=2", "steerability.episodes=2", "max_episode_steps=16", "eval_envs=2"]
-    p = _run("scripts.steer", f"base={base}", "check_only=true", *fast, "out=check", cwd=work)
+    p = _run("robosteer.scripts.steer", f"base={base}", "check_only=true", *fast, "out=check", cwd=work)
     assert p.returncode == 0, p.stderr[-3000:]
     m = json.loads((work / "check" / "metrics.json").read_text())
     assert m["offline"] == str(demos)  # the dataset the base was trained on, from its checkpoint
@@ -116,11 +130,11 @@ def test_check_only_measures_the_base_and_trains_nothing(setup):
 def test_steered_policy_refuses_a_changed_base(setup, tmp_path):
     import shutil
 
-    from policies.loading import load, run_kind
+    from robosteer.policies.loading import load, run_kind
 
     work, _, base = setup
     p = _run(
-        "scripts.steer",
+        "robosteer.scripts.steer",
         f"base={base}",
         "variant=sac",
         "out=dsrl_sac",
@@ -158,7 +172,13 @@ def test_steered_policy_refuses_a_changed_base(setup, tmp_path):
 def test_plain_sac_from_scratch_runs_and_evaluates(setup):
     work, _, _ = setup
     p = _run(
-        "scripts.steer", "base=scratch", "task=reach-v3", "variant=sac", "out=scratch", *TINY_STEER, cwd=work
+        "robosteer.scripts.steer",
+        "base=scratch",
+        "task=reach-v3",
+        "variant=sac",
+        "out=scratch",
+        *TINY_STEER,
+        cwd=work,
     )
     assert p.returncode == 0, p.stderr[-3000:]
     m = json.loads((work / "scratch" / "metrics.json").read_text())
@@ -170,15 +190,27 @@ def test_plain_sac_from_scratch_runs_and_evaluates(setup):
 def test_bad_input_is_a_clear_error(setup):
     work, demos, base = setup
     p = _run(
-        "scripts.steer", f"base={base}", "variant=sac", f"offline={demos}", "out=bad", *TINY_STEER, cwd=work
+        "robosteer.scripts.steer",
+        f"base={base}",
+        "variant=sac",
+        f"offline={demos}",
+        "out=bad",
+        *TINY_STEER,
+        cwd=work,
     )
     assert p.returncode != 0 and "needs variant=na" in p.stderr
-    p = _run("scripts.steer", "base=nowhere", "out=bad2", *TINY_STEER, cwd=work)
+    p = _run("robosteer.scripts.steer", "base=nowhere", "out=bad2", *TINY_STEER, cwd=work)
     assert p.returncode != 0 and "nowhere" in p.stderr
-    p = _run("scripts.steer", f"base={base}", "variant=nah", "out=bad3", *TINY_STEER, cwd=work)
+    p = _run("robosteer.scripts.steer", f"base={base}", "variant=nah", "out=bad3", *TINY_STEER, cwd=work)
     assert p.returncode != 0 and "'na'" in p.stderr
     p = _run(
-        "scripts.steer", "base=scratch", "task=reach-v3", "variant=na", "out=bad4", *TINY_STEER, cwd=work
+        "robosteer.scripts.steer",
+        "base=scratch",
+        "task=reach-v3",
+        "variant=na",
+        "out=bad4",
+        *TINY_STEER,
+        cwd=work,
     )
     assert p.returncode != 0 and "needs variant=sac" in p.stderr
 
@@ -186,9 +218,11 @@ def test_bad_input_is_a_clear_error(setup):
 def test_steer_device_auto_runs_and_a_bad_device_is_a_clear_error(setup):
     """device=auto is cuda where there is one, cpu here; a typo fails before anything is loaded."""
     work, _, base = setup
-    p = _run("scripts.steer", f"base={base}", "device=tpu", "out=bad_device", *TINY_STEER, cwd=work)
+    p = _run("robosteer.scripts.steer", f"base={base}", "device=tpu", "out=bad_device", *TINY_STEER, cwd=work)
     assert p.returncode != 0 and "device='tpu' is not known" in p.stderr and "'cuda', 'auto'" in p.stderr
-    p = _run("scripts.steer", f"base={base}", "device=auto", "out=auto_device", *TINY_STEER, cwd=work)
+    p = _run(
+        "robosteer.scripts.steer", f"base={base}", "device=auto", "out=auto_device", *TINY_STEER, cwd=work
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     m = json.loads((work / "auto_device" / "metrics.json").read_text())
     assert m["updates"] > 0 and m["success_rate"] is not None
@@ -218,7 +252,7 @@ TINY_EXPO = [
 def test_steer_cli_expo_with_offline_demos_then_eval_and_resume(setup):
     work, demos, base = setup
     before = state_dict_hash(load_policy(base, which="best"))
-    p = _run("scripts.steer", f"base={base}", f"offline={demos}", "out=expo", *TINY_EXPO, cwd=work)
+    p = _run("robosteer.scripts.steer", f"base={base}", f"offline={demos}", "out=expo", *TINY_EXPO, cwd=work)
     assert p.returncode == 0, p.stderr[-3000:]
     run = work / "expo"
     m = json.loads((run / "metrics.json").read_text())
@@ -231,7 +265,7 @@ def test_steer_cli_expo_with_offline_demos_then_eval_and_resume(setup):
     assert state_dict_hash(load_policy(base, which="best")) == before  # EXPO trains its own copy
 
     p = _run(
-        "scripts.steer", f"base={base}", f"offline={demos}", "out=expo", *TINY_EXPO, "env_steps=128",
+        "robosteer.scripts.steer", f"base={base}", f"offline={demos}", "out=expo", *TINY_EXPO, "env_steps=128",
         "resume=true", cwd=work,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
@@ -243,8 +277,8 @@ def test_steer_cli_expo_with_offline_demos_then_eval_and_resume(setup):
     assert p.returncode == 0, p.stderr[-3000:]
     ev = json.loads((work / "eval_expo" / "metrics.json").read_text())
     assert ev["task"] == "reach-v3" and ev["episodes"] == 2 and ev["steered"] is True
-    from policies.loading import load
-    from policies.steering.expo import OTFPolicy
+    from robosteer.policies.loading import load
+    from robosteer.policies.steering.expo import OTFPolicy
 
     policy = load(
         run, which="latest"
@@ -258,13 +292,17 @@ def test_steer_cli_expo_with_offline_demos_then_eval_and_resume(setup):
 def test_steer_cli_expo_single_step_rlpd_and_bad_input(setup):
     work, demos, base = setup
     p = _run(
-        "scripts.steer", f"base={base}", f"offline={demos}", "out=rlpd", *TINY_EXPO, "expo.policy=sac",
+        "robosteer.scripts.steer", f"base={base}", f"offline={demos}", "out=rlpd", *TINY_EXPO, "expo.policy=sac",
         "expo.backup_entropy=true", "expo.action=single", "eval_base=false", cwd=work,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
     m = json.loads((work / "rlpd" / "metrics.json").read_text())
     assert m["variant"] == "rlpd" and m["updates"] > 0
-    p = _run("scripts.steer", f"base={base}", "out=bad_expo", *TINY_EXPO, "expo.policy=otf_x", cwd=work)
+    p = _run(
+        "robosteer.scripts.steer", f"base={base}", "out=bad_expo", *TINY_EXPO, "expo.policy=otf_x", cwd=work
+    )
     assert p.returncode != 0 and "'otf'" in p.stderr
-    p = _run("scripts.steer", "base=scratch", "task=reach-v3", "out=bad_expo2", *TINY_EXPO, cwd=work)
+    p = _run(
+        "robosteer.scripts.steer", "base=scratch", "task=reach-v3", "out=bad_expo2", *TINY_EXPO, cwd=work
+    )
     assert p.returncode != 0 and "algo=expo needs base=" in p.stderr

@@ -23,7 +23,7 @@ def _run_cli(module: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def _value(*args: str) -> subprocess.CompletedProcess:
-    return _run_cli("scripts.value", *args)
+    return _run_cli("robosteer.scripts.value", *args)
 
 
 TINY = [
@@ -47,8 +47,8 @@ def data(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def test_value_run_directory_reload_and_exact_resume(data, tmp_path) -> None:
-    from policies.checkpoint import state_dict_hash
-    from policies.value import load_critic
+    from robosteer.policies.checkpoint import state_dict_hash
+    from robosteer.policies.value import load_critic
 
     a, b = data
     full = _value("algo=calql", f"dataset=[{a},{b}]", "steps=40", *TINY, f"out={tmp_path / 'full'}")
@@ -104,7 +104,11 @@ def test_multitask_generalist_steered_through_robosteer_eval(tmp_path) -> None:
     files = []
     for task in ("reach-v3", "button-press-topdown-v3"):
         p = _run_cli(
-            "scripts.collect", f"task={task}", "episodes=2", "progress=false", f"out={tmp_path / task}"
+            "robosteer.scripts.collect",
+            f"task={task}",
+            "episodes=2",
+            "progress=false",
+            f"out={tmp_path / task}",
         )
         assert p.returncode == 0, p.stderr[-3000:]
         files.append(tmp_path / task / "demos.hdf5")
@@ -120,7 +124,13 @@ def test_multitask_generalist_steered_through_robosteer_eval(tmp_path) -> None:
         "lr_warmup_steps=1",
     ]
     p = _run_cli(
-        "scripts.train", "policy=flow", ds, "steps=3", "progress=false", *tiny, f"out={tmp_path / 'gen'}"
+        "robosteer.scripts.train",
+        "policy=flow",
+        ds,
+        "steps=3",
+        "progress=false",
+        *tiny,
+        f"out={tmp_path / 'gen'}",
     )
     assert p.returncode == 0, p.stderr[-3000:]
     p = _value("algo=iql", ds, "steps=5", "iql.hidden=[16]", "batch_size=16", f"out={tmp_path / 'critic'}")
@@ -143,7 +153,7 @@ def test_multitask_generalist_steered_through_robosteer_eval(tmp_path) -> None:
         ("k4", [*steer, "samples=4"]),
         ("k4r1", [*steer, "samples=4", "replan_every=1"]),
     ):
-        p = _run_cli("scripts.evaluate", *common, *extra, f"out={tmp_path / name}")
+        p = _run_cli("robosteer.scripts.evaluate", *common, *extra, f"out={tmp_path / name}")
         assert p.returncode == 0, p.stderr[-3000:]
         runs[name] = json.loads((tmp_path / name / "metrics.json").read_text())
     assert runs["k4"]["samples"] == 4 and runs["k4"]["score"] == "first" and runs["k4"]["plan_score_ms"] > 0
@@ -151,7 +161,9 @@ def test_multitask_generalist_steered_through_robosteer_eval(tmp_path) -> None:
     assert runs["k4"]["returns"] != runs["plain"]["returns"]
     assert runs["k4"]["replan_every"] == 4 and runs["k4r1"]["replan_every"] == 1
     assert runs["k4r1"]["plans"] > runs["k4"]["plans"]  # a steered plan every env step, not every Ta = 4
-    p = _run_cli("scripts.evaluate", *common, *steer, "replan_every=5", f"out={tmp_path / 'bad_every'}")
+    p = _run_cli(
+        "robosteer.scripts.evaluate", *common, *steer, "replan_every=5", f"out={tmp_path / 'bad_every'}"
+    )
     assert p.returncode != 0 and "replan_every=5" in p.stderr and "1..4" in p.stderr
-    p = _run_cli("scripts.evaluate", *common, "steer=vgps", f"out={tmp_path / 'bad'}")
+    p = _run_cli("robosteer.scripts.evaluate", *common, "steer=vgps", f"out={tmp_path / 'bad'}")
     assert p.returncode != 0 and "needs critic=" in p.stderr

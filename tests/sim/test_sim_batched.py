@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import sim
+from robosteer import sim
 
 # Meta-World's scripted policies warn that their gains saturate; the env clips actions anyway.
 pytestmark = pytest.mark.filterwarnings("ignore:Constant\\(s\\) may be too high")

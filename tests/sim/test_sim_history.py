@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import sim
+from robosteer import sim
 
 
 def test_history_window_matches_step_by_step_observations():

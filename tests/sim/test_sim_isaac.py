@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from sim import evaluate, make_env
-from sim.errors import InvalidChoiceError
-from sim.isaac import IsaacGymEnv, IsaacLabEnv, IsaacNotInstalledError, make_isaac_env
+from robosteer.sim import evaluate, make_env
+from robosteer.sim.errors import InvalidChoiceError
+from robosteer.sim.isaac import IsaacGymEnv, IsaacLabEnv, IsaacNotInstalledError, make_isaac_env
 
 torch.set_num_threads(1)
 
@@ -202,7 +202,7 @@ def test_import_sim_never_imports_isaac(tmp_path: Any) -> None:
     (tmp_path / "isaaclab").mkdir()
     (tmp_path / "isaaclab" / "__init__.py").write_text("raise ImportError('Isaac Sim is not running')\n")
     code = (
-        "import sys, sim, sim.isaac\n"
+        "import sys\nfrom robosteer import sim\nimport robosteer.sim.isaac\n"
         "assert 'isaaclab' not in sys.modules\n"
         "try:\n    sim.isaac.make_isaac_env('Isaac-Lift-Cube-Franka-v0')\n"
         "except sim.isaac.IsaacNotInstalledError as e:\n    print('GUARD', e)\n"
@@ -359,8 +359,8 @@ def test_isaacgym_evaluate_and_seeded_reset_reproducible() -> None:
 
 def test_dsrl_loop_runs_unchanged_on_isaac_lab_fake(tmp_path: Any) -> None:
     """The steering loop (policies.steering) on the adapter with make_env's numpy outputs, eval on torch ones."""
-    from policies import make_policy
-    from policies.steering.dsrl import DSRL, DSRLConfig, DSRLRunConfig, run_dsrl
+    from robosteer.policies import make_policy
+    from robosteer.policies.steering.dsrl import DSRL, DSRLConfig, DSRLRunConfig, run_dsrl
 
     to, ta = 2, 4
     stats = {

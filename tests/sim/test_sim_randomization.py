@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import yaml
 
-import sim
-from sim.randomization import GRIPPER_OPEN, PARAM_KEYS, RandomizationConfig, Randomizer
+from robosteer import sim
+from robosteer.sim.randomization import GRIPPER_OPEN, PARAM_KEYS, RandomizationConfig, Randomizer
 
 ROOT = Path(__file__).resolve().parents[2]
 DYNAMICS = {

@@ -6,8 +6,8 @@ import mujoco
 import numpy as np
 import pytest
 
-import sim
-from sim.render import CameraRenderer, upside_down_cameras
+from robosteer import sim
+from robosteer.sim.render import CameraRenderer, upside_down_cameras
 
 
 def test_corner_cameras_are_rotated_upright() -> None:

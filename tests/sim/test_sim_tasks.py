@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import sim
-from sim.tasks import METAWORLD_MAX_STEPS, TASKS
+from robosteer import sim
+from robosteer.sim.tasks import METAWORLD_MAX_STEPS, TASKS
 
 
 def test_registry_matches_metaworld() -> None:

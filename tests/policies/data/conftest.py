@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from policies.data import DatasetWriter
+from robosteer.policies.data import DatasetWriter
 
 
 def synthetic_episode(ep: int, length: int, images: bool = False, action_dim: int = 4) -> dict:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from scripts.dataset import peel_command, run
+from robosteer.scripts.dataset import peel_command, run
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -86,7 +86,7 @@ def test_validate_deep_finds_non_finite_values(make_dataset, capsys):
 def test_validate_finds_random_bytes_written_into_states(tmp_path, capsys):
     """4 KB of random bytes in the middle of a file, inside demo_1's states (NaN and 1e307 among them), used to
     report "valid": every array is now checked, and the report names file, demo, key and index."""
-    from policies.data import DatasetWriter
+    from robosteer.policies.data import DatasetWriter
 
     path = tmp_path / "demos.hdf5"
     rng = np.random.default_rng(0)

@@ -10,7 +10,7 @@ import h5py
 import numpy as np
 import pytest
 
-from policies.data import DatasetError, open_dataset
+from robosteer.policies.data import DatasetError, open_dataset
 
 
 def _broken(make_dataset, edit: Callable[[h5py.File], None]) -> Path:

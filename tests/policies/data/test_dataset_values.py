@@ -8,9 +8,9 @@ import h5py
 import numpy as np
 import pytest
 
-from policies.data import DatasetError, SequenceDataset, open_dataset
-from policies.data.hdf5 import MAX_ABS_VALUE
-from policies.rl import chunk_transitions
+from robosteer.policies.data import DatasetError, SequenceDataset, open_dataset
+from robosteer.policies.data.hdf5 import MAX_ABS_VALUE
+from robosteer.policies.rl import chunk_transitions
 
 
 def _poke(path, key: str, index: tuple[int, ...], value: float) -> None:

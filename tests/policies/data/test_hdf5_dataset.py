@@ -12,7 +12,7 @@ import h5py
 import numpy as np
 import pytest
 
-from policies.data import DatasetError, DatasetWriter, open_dataset, split_names
+from robosteer.policies.data import DatasetError, DatasetWriter, open_dataset, split_names
 
 REPO = Path(__file__).resolve().parents[3]
 ENV = {"env_name": "push-v3", "type": 2, "env_kwargs": {"obs": "state+image"}}
@@ -143,7 +143,7 @@ def test_file_is_valid_after_every_episode_even_after_a_hard_kill(tmp_path):
     code = textwrap.dedent(
         f"""
         import os, numpy as np
-        from policies.data import DatasetWriter
+        from robosteer.policies.data import DatasetWriter
         w = DatasetWriter({str(path)!r}, {{"env_name": "push-v3"}})
         for ep in range(3):
             T = 4 + ep

@@ -23,7 +23,7 @@ except ImportError as err:  # installed but a dependency is missing: a setup bug
         pytrace=False,
     )
 
-from policies.data import SequenceDataset, open_dataset
+from robosteer.policies.data import SequenceDataset, open_dataset
 
 
 @pytest.fixture(autouse=True)

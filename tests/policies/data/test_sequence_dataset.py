@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from policies.data import DatasetError, SequenceDataset, create_indices, open_dataset
+from robosteer.policies.data import DatasetError, SequenceDataset, create_indices, open_dataset
 
 
 def _col(item, key="state"):
@@ -181,7 +181,7 @@ def test_bad_arguments(make_dataset):
 def test_vectorised_batch_equals_per_item_collation(tmp_path):
     from torch.utils.data import DataLoader, default_collate
 
-    from policies.data import DatasetWriter, SequenceDataset
+    from robosteer.policies.data import DatasetWriter, SequenceDataset
 
     rng = np.random.default_rng(0)
     path = tmp_path / "d.hdf5"

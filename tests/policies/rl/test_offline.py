@@ -7,10 +7,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-import sim
-from policies.data import DatasetError, DatasetWriter
-from policies.rl import chunk_transitions
-from policies.rl.offline import shaped_chunk_reward
+from robosteer import sim
+from robosteer.policies.data import DatasetError, DatasetWriter
+from robosteer.policies.rl import chunk_transitions
+from robosteer.policies.rl.offline import shaped_chunk_reward
 
 
 def _write(path, episodes):
@@ -67,7 +67,7 @@ def test_bad_input_is_a_clear_error(tmp_path):
 
 def test_transitions_match_the_chunked_env_replaying_a_demo(tmp_path):
     """The offline (s, a, r, s', done) equal what the online loop sees when the env executes the chunks."""
-    from scripts.collect import collect_episode
+    from robosteer.scripts.collect import collect_episode
 
     to, ta, seed = 2, 4, 3
     cfg = OmegaConf.create({"random_segment_prob": 0.0, "action_noise_std": 0.0})

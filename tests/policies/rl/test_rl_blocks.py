@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
 
-from policies.rl import (
+from robosteer.policies.rl import (
     CriticEnsemble,
     ReplayBuffer,
     TanhGaussianActor,

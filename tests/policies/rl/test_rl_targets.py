@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from policies.rl import ReplayBuffer, TanhGaussianActor, Temperature
+from robosteer.policies.rl import ReplayBuffer, TanhGaussianActor, Temperature
 
 torch.set_num_threads(1)
 

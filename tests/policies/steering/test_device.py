@@ -6,12 +6,12 @@ import pytest
 import torch
 from policy_testkit import tiny_steering_base
 
-import policies.rl
-import sim
-from policies.rl import ReplayBuffer
-from policies.steering.dsrl import DSRL, DSRLConfig, DSRLRunConfig, run_dsrl
-from policies.steering.expo import EXPO, EXPOConfig
-from policies.steering.loop import DEVICES, OnlineRunConfig, resolve_device
+import robosteer.policies.rl
+from robosteer import sim
+from robosteer.policies.rl import ReplayBuffer
+from robosteer.policies.steering.dsrl import DSRL, DSRLConfig, DSRLRunConfig, run_dsrl
+from robosteer.policies.steering.expo import EXPO, EXPOConfig
+from robosteer.policies.steering.loop import DEVICES, OnlineRunConfig, resolve_device
 
 torch.set_num_threads(1)
 TO, TA, TP, DA, SD = 2, 4, 8, 4, 39
@@ -88,7 +88,9 @@ def test_tiny_dsrl_run_with_device_auto_keeps_agent_and_replays_on_that_device(t
             super().__init__(*args, **kwargs)
             made.append(self)
 
-    monkeypatch.setattr(policies.rl, "ReplayBuffer", Recording)  # run_online imports it at call time
+    monkeypatch.setattr(
+        robosteer.policies.rl, "ReplayBuffer", Recording
+    )  # run_online imports it at call time
     device = resolve_device("auto")  # cpu on this machine, cuda where there is one
     base = _base()
     agent = _agent(base, device)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from policies.steering.dsrl import DSRL, DSRLConfig
+from robosteer.policies.steering.dsrl import DSRL, DSRLConfig
 
 torch.set_num_threads(1)
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 from policy_testkit import tiny_steering_base
 
-import sim
-from policies.checkpoint import state_dict_hash
-from policies.steering.dsrl import DSRL, DSRLConfig, DSRLRunConfig, SteeredPolicy, run_dsrl
+from robosteer import sim
+from robosteer.policies.checkpoint import state_dict_hash
+from robosteer.policies.steering.dsrl import DSRL, DSRLConfig, DSRLRunConfig, SteeredPolicy, run_dsrl
 
 torch.set_num_threads(1)
 TO, TA = 2, 4
@@ -58,7 +58,7 @@ def test_loop_trains_without_touching_the_base_and_resumes(tmp_path, variant):
     assert cfg["kind"] == "dsrl" and cfg["dsrl"]["variant"] == variant.removesuffix("-bank")
     n_first = 0
     if variant == "na-bank":  # the bank is filled by every transition (warm-up included)
-        from policies.checkpoint import load_checkpoint
+        from robosteer.policies.checkpoint import load_checkpoint
 
         n_first = int(load_checkpoint(tmp_path / "checkpoints" / "latest").modules["buffer"]["size"])
         assert len(agent.bank) == n_first < 64
@@ -92,7 +92,7 @@ def test_steered_policy_with_zero_actor_acts_like_the_base_for_zero_noise():
 @pytest.mark.parametrize("reward", ["sparse", "shaped"])
 def test_loop_stores_the_configured_chunk_reward(tmp_path, reward):
     """sparse: −1 per chunk (0 only on success); shaped: the dense reward as a cost in [-1, 0] per chunk."""
-    from policies.checkpoint import load_checkpoint
+    from robosteer.policies.checkpoint import load_checkpoint
 
     run = DSRLRunConfig(
         env_steps=64, warmup_chunks=100, eval_every=0, checkpoint_every=10**6, progress=False, reward=reward

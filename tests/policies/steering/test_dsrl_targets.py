@@ -18,8 +18,8 @@ import pytest
 import torch
 from torch import nn
 
-from policies.rl import CriticEnsemble
-from policies.steering.dsrl import DSRL, DSRLConfig
+from robosteer.policies.rl import CriticEnsemble
+from robosteer.policies.steering.dsrl import DSRL, DSRLConfig
 
 torch.set_num_threads(1)
 TP, DA, TO, SD = 3, 2, 2, 2  # base horizon, action dim, obs history, state dim

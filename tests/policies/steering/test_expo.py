@@ -12,11 +12,11 @@ import torch
 from policy_testkit import tiny_steering_base
 from torch import nn
 
-import sim
-from policies.data.sequence import SequenceDataset
-from policies.rl import CriticEnsemble, ReplayBuffer, TanhGaussianActor
-from policies.steering.expo import EXPO, EXPOConfig, episode_windows, run_expo
-from policies.steering.loop import OnlineRunConfig, as_batch
+from robosteer import sim
+from robosteer.policies.data.sequence import SequenceDataset
+from robosteer.policies.rl import CriticEnsemble, ReplayBuffer, TanhGaussianActor
+from robosteer.policies.steering.expo import EXPO, EXPOConfig, episode_windows, run_expo
+from robosteer.policies.steering.loop import OnlineRunConfig, as_batch
 
 torch.set_num_threads(1)
 TO, TA, TP, DA, SD = 2, 4, 8, 4, 39
@@ -222,7 +222,7 @@ def _run_reach(agent: EXPO, out, offline: dict, utd: float) -> dict:
 
 
 def test_loop_stores_banked_samples_for_online_and_offline_transitions(tmp_path):
-    from policies.steering.loop import with_extras
+    from robosteer.policies.steering.loop import with_extras
 
     cfg = EXPOConfig(
         hidden=[32, 32], batch_size=16, num_samples=3, num_edits=1, edit_scale=0.1, backup_base="bank"
@@ -278,7 +278,7 @@ def test_no_gradient_from_critic_or_edit_losses_reaches_the_base():
 
 
 def test_online_episodes_become_bc_windows_like_the_sequence_dataset(tmp_path):
-    from policies.data import DatasetWriter
+    from robosteer.policies.data import DatasetWriter
 
     path = tmp_path / "d.hdf5"
     rng = np.random.default_rng(0)

@@ -23,8 +23,8 @@ import pytest
 import torch
 from torch import nn
 
-from policies.rl import CriticEnsemble
-from policies.steering.expo import EXPO, EXPOConfig
+from robosteer.policies.rl import CriticEnsemble
+from robosteer.policies.steering.expo import EXPO, EXPOConfig
 
 torch.set_num_threads(1)
 TO, TP, TA, DA, SD = 2, 4, 2, 2, 3  # obs history, base horizon, executed steps, action dim, state dim

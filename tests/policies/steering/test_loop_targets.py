@@ -17,8 +17,8 @@ import pytest
 import torch
 from torch import nn
 
-from policies.checkpoint import load_checkpoint
-from policies.steering.loop import OnlineLearner, OnlineRunConfig, run_online
+from robosteer.policies.checkpoint import load_checkpoint
+from robosteer.policies.steering.loop import OnlineLearner, OnlineRunConfig, run_online
 
 torch.set_num_threads(1)
 TO, TA, D = 2, 3, 3

@@ -11,10 +11,10 @@ import torch
 from policy_testkit import tiny_steering_base
 from torch import nn
 
-from policies.checkpoint import load_checkpoint
-from policies.engine import NonFiniteError
-from policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
-from policies.steering.loop import OnlineLearner, OnlineRunConfig, run_online
+from robosteer.policies.checkpoint import load_checkpoint
+from robosteer.policies.engine import NonFiniteError
+from robosteer.policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
+from robosteer.policies.steering.loop import OnlineLearner, OnlineRunConfig, run_online
 
 torch.set_num_threads(1)
 TO, TA, D = 2, 4, 39

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from policies.steering.dsrl import DSRL, DSRLConfig
-from policies.steering.scratch import make_scratch_base
+from robosteer.policies.steering.dsrl import DSRL, DSRLConfig
+from robosteer.policies.steering.scratch import make_scratch_base
 
 
 def test_identity_map_clips_to_the_action_box_and_has_nothing_to_train():

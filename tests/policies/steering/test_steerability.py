@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from policies.steering.dsrl import DSRL
-from policies.steering.steerability import ADVICE, THRESHOLDS, measure, sample_states, verdict
+from robosteer.policies.steering.dsrl import DSRL
+from robosteer.policies.steering.steerability import ADVICE, THRESHOLDS, measure, sample_states, verdict
 
 
 class ScaledNoiseBase(nn.Module):
@@ -73,7 +73,7 @@ def test_states_come_from_offline_data_reproducibly_and_too_few_are_refused():
 
 def test_fixed_latent_policies_hold_one_latent_at_every_state():
     """Each policy decodes its own N(0, I) latent (the generator's draws, in order) at whatever state it sees."""
-    from policies.steering.steerability import fixed_latent_policies
+    from robosteer.policies.steering.steerability import fixed_latent_policies
 
     class Cfg:
         n_obs_steps, n_action_steps, horizon = 1, 1, 2

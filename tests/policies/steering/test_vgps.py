@@ -10,10 +10,10 @@ import pytest
 import torch
 from policy_testkit import ACTION_DIM, STATE_DIM, TINY, obs_window, randomize
 
-from policies.checkpoint import state_dict_hash
-from policies.registry import make_policy
-from policies.rl import NormalizedCritic
-from policies.steering.vgps import VGPSPolicy, select
+from robosteer.policies.checkpoint import state_dict_hash
+from robosteer.policies.registry import make_policy
+from robosteer.policies.rl import NormalizedCritic
+from robosteer.policies.steering.vgps import VGPSPolicy, select
 
 # χ² critical values at p = 0.001 (df = K - 1): a correct sampler fails this 1 time in 1000.
 CHI2_CRIT_001 = {3: 16.266, 7: 24.322}

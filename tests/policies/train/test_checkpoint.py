@@ -12,9 +12,9 @@ import safetensors.torch
 import torch
 from _trainkit import SHAPE_META, TinyPolicy, make_tiny, params_equal
 
-import policies
-from policies import checkpoint as ck
-from policies.checkpoint import (
+from robosteer import policies
+from robosteer.policies import checkpoint as ck
+from robosteer.policies.checkpoint import (
     FORMAT_VERSION,
     CheckpointError,
     find_checkpoint,
@@ -23,7 +23,7 @@ from policies.checkpoint import (
     save_checkpoint,
     state_dict_hash,
 )
-from policies.rng import get_rng_state, set_rng_state
+from robosteer.policies.rng import get_rng_state, set_rng_state
 
 torch.set_num_threads(1)
 

@@ -14,9 +14,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from _trainkit import SHAPE_META, TinyDataset, TinyPolicy
 
-import policies.train.trainer as tr
-from policies.checkpoint import load_checkpoint, state_dict_hash
-from policies.train import TrainConfig, Trainer
+import robosteer.policies.train.trainer as tr
+from robosteer.policies.checkpoint import load_checkpoint, state_dict_hash
+from robosteer.policies.train import TrainConfig, Trainer
 
 CFG = dict(batch_size=4, lr=3e-3, lr_warmup_steps=2, checkpoint_every=3, log_every=2, progress=False, seed=5)
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from policies.train import EMAModel
+from robosteer.policies.train import EMAModel
 
 torch.set_num_threads(1)
 

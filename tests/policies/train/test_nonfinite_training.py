@@ -7,9 +7,9 @@ import pytest
 import torch
 from _trainkit import SHAPE_META, TinyDataset, TinyPolicy
 
-from policies.checkpoint import load_checkpoint
-from policies.engine import NonFiniteError
-from policies.train import TrainConfig, Trainer
+from robosteer.policies.checkpoint import load_checkpoint
+from robosteer.policies.engine import NonFiniteError
+from robosteer.policies.train import TrainConfig, Trainer
 
 torch.set_num_threads(1)
 

@@ -15,7 +15,7 @@ import torch
 import yaml
 from hydra import compose, initialize_config_dir
 
-from policies.checkpoint import load_checkpoint, load_policy, state_dict_hash
+from robosteer.policies.checkpoint import load_checkpoint, load_policy, state_dict_hash
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[3]
@@ -35,7 +35,7 @@ SMALL = [
 @pytest.fixture(scope="module")
 def demos(tmp_path_factory) -> Path:
     """A tiny push-v3 state dataset (random walks: training mechanics, not task success)."""
-    from policies.data import DatasetWriter
+    from robosteer.policies.data import DatasetWriter
 
     path = tmp_path_factory.mktemp("demos") / "demos.hdf5"
     rng = np.random.default_rng(0)
@@ -61,7 +61,7 @@ def test_cli_writes_run_dir_without_chdir(tmp_path, demos):
     cmd = [
         sys.executable,
         "-m",
-        "scripts.train",
+        "robosteer.scripts.train",
         "policy=diffusion",
         f"dataset={demos}",
         "steps=5",
@@ -100,7 +100,7 @@ def test_cli_writes_run_dir_without_chdir(tmp_path, demos):
 
 @pytest.mark.parametrize("name", ["diffusion", "flow", "streaming"])
 def test_every_policy_group_builds_and_trains(tmp_path, demos, name):
-    from scripts.train import run
+    from robosteer.scripts.train import run
 
     cfg = _cfg(f"policy={name}", f"dataset={demos}", "steps=3", f"out={tmp_path / name}", *SMALL)
     metrics = run(cfg)
@@ -109,7 +109,7 @@ def test_every_policy_group_builds_and_trains(tmp_path, demos, name):
 
 
 def test_resume_through_cli_is_exact(tmp_path, demos):
-    from scripts.train import run
+    from robosteer.scripts.train import run
 
     base = ["policy=flow", f"dataset={demos}", "steps=8", *SMALL]
     run(_cfg(*base, f"out={tmp_path / 'full'}"))
@@ -126,7 +126,7 @@ def test_resume_through_cli_is_exact(tmp_path, demos):
 
 def test_evaluation_in_sim_writes_best(tmp_path, demos):
     pytest.importorskip("metaworld")
-    from scripts.train import run
+    from robosteer.scripts.train import run
 
     cfg = _cfg(
         "policy=flow",
@@ -150,7 +150,7 @@ def test_logger_wandb_offline_records_scalars_the_eval_video_and_the_config(tmp_
     and evaluation curves, the evaluation's video and the resolved config (no network, no account)."""
     pytest.importorskip("metaworld")
     pytest.importorskip("wandb")
-    from scripts.train import run
+    from robosteer.scripts.train import run
 
     out = tmp_path / "wb"
     cfg = _cfg(

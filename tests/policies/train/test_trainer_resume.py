@@ -9,8 +9,8 @@ import pytest
 import torch
 from _trainkit import SHAPE_META, TinyDataset, TinyPolicy, params_equal
 
-from policies.checkpoint import load_checkpoint, state_dict_hash
-from policies.train import InfiniteSampler, TrainConfig, Trainer, lr_lambda
+from robosteer.policies.checkpoint import load_checkpoint, state_dict_hash
+from robosteer.policies.train import InfiniteSampler, TrainConfig, Trainer, lr_lambda
 
 torch.set_num_threads(1)
 
@@ -64,7 +64,7 @@ def test_resume_without_restoring_rng_diverges(tmp_path, monkeypatch):
     """Proves the resume test can fail: dropping the RNG restore breaks bit-identity."""
     full, _ = _run(tmp_path / "full", 8)
     _run(tmp_path / "split", 8, stop_at_step=4)
-    import policies.train.trainer as tr
+    import robosteer.policies.train.trainer as tr
 
     monkeypatch.setattr(tr, "set_rng_state", lambda state: None)
     resumed, _ = _run(tmp_path / "split", 8, resume=True)
@@ -106,7 +106,7 @@ def test_existing_run_needs_resume_and_budget_stops_with_checkpoint(tmp_path):
 
 def test_resume_refuses_a_run_of_another_policy(tmp_path):
     """resume=true with another policy (or shape) would load the old weights into it and overwrite latest."""
-    from policies.checkpoint import CheckpointError
+    from robosteer.policies.checkpoint import CheckpointError
 
     _run(tmp_path / "run", 3, stop_at_step=2)
     before = state_dict_hash(load_checkpoint(tmp_path / "run" / "checkpoints" / "latest").modules["model"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from policies.data import DatasetWriter
+from robosteer.policies.data import DatasetWriter
 
 
 def write_bandit(path, episodes: int = 200, seed: int = 0, env_name: str = "bandit") -> None:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from policies.registry import make_policy
-from policies.rl import NormalizedCritic, chunk_transitions
-from policies.value import value_transitions
+from robosteer.policies.registry import make_policy
+from robosteer.policies.rl import NormalizedCritic, chunk_transitions
+from robosteer.policies.value import value_transitions
 
 META = {"obs": {"state": {"shape": [2], "type": "low_dim"}}, "action": {"shape": [2]}}
 
@@ -49,7 +49,7 @@ def test_features_use_the_latest_steps_and_one_hot_task() -> None:
 
 
 def test_mc_returns_hand_checked(tmp_path) -> None:
-    from policies.data import DatasetWriter
+    from robosteer.policies.data import DatasetWriter
 
     path = tmp_path / "d.hdf5"
     with DatasetWriter(path, {"env_name": "t"}, valid_fraction=0.0) as w:

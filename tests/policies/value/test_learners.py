@@ -7,9 +7,9 @@ import pytest
 import torch
 from _valuekit import write_bandit
 
-from policies.value import build_learner, normalized_buffer, value_transitions
-from policies.value.calql import CalQLConfig
-from policies.value.iql import expectile_loss
+from robosteer.policies.value import build_learner, normalized_buffer, value_transitions
+from robosteer.policies.value.calql import CalQLConfig
+from robosteer.policies.value.iql import expectile_loss
 
 SMALL = {"hidden": [32, 32]}
 
@@ -85,8 +85,8 @@ def test_ctrl_c_finishes_the_update_in_flight_and_saves_latest(tmp_path) -> None
     import signal
     import time
 
-    from policies.checkpoint import load_checkpoint
-    from policies.value import train_value
+    from robosteer.policies.checkpoint import load_checkpoint
+    from robosteer.policies.value import train_value
 
     learner, buf = _setup(tmp_path, "iql")
     presses = iter(range(100))

@@ -7,9 +7,9 @@ import pytest
 import torch
 from _valuekit import write_bandit
 
-from policies.checkpoint import load_checkpoint
-from policies.engine import NonFiniteError
-from policies.value import build_learner, normalized_buffer, train_value, value_transitions
+from robosteer.policies.checkpoint import load_checkpoint
+from robosteer.policies.engine import NonFiniteError
+from robosteer.policies.value import build_learner, normalized_buffer, train_value, value_transitions
 
 
 def _setup(tmp_path, algo: str):

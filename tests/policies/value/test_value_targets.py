@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from policies.value.calql import CalQL, CalQLConfig, cql_critic_loss
-from policies.value.iql import IQL, IQLConfig
+from robosteer.policies.value.calql import CalQL, CalQLConfig, cql_critic_loss
+from robosteer.policies.value.iql import IQL, IQLConfig
 
 E, B, N, DA = 2, 3, 2, 2  # heads, batch, cql_n_actions, action dims
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.tasks import expert_policy_class, make_metaworld_env
+from robosteer.sim.tasks import expert_policy_class, make_metaworld_env
 
 TASKS = ("reach-v3", "push-v3", "pick-place-v3")
 SEEDS = (0, 1, 2, 3, 4, 5)  # episode seeds (MetaWorldEnv semantics: env.seed(s); env.reset())

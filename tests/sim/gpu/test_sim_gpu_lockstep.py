@@ -14,10 +14,10 @@ pytest.importorskip("mujoco_warp")
 import numpy as np
 import torch
 
-from sim import evaluate
-from sim.gpu import WarpReachEnv
-from sim.lockstep import TorchBatchedEnv
-from sim.metaworld_env import episode_seed
+from robosteer.sim import evaluate
+from robosteer.sim.gpu import WarpReachEnv
+from robosteer.sim.lockstep import TorchBatchedEnv
+from robosteer.sim.metaworld_env import episode_seed
 
 torch.set_num_threads(1)
 

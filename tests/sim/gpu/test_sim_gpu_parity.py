@@ -33,7 +33,7 @@ import pytest
 pytest.importorskip("mujoco_warp")
 import torch
 
-from sim.gpu import WarpPickPlaceEnv, WarpPushEnv, WarpReachEnv
+from robosteer.sim.gpu import WarpPickPlaceEnv, WarpPushEnv, WarpReachEnv
 
 DATA = Path(__file__).parent / "data"
 ENVS = {"reach-v3": WarpReachEnv, "push-v3": WarpPushEnv, "pick-place-v3": WarpPickPlaceEnv}

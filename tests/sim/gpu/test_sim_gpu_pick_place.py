@@ -17,8 +17,8 @@ import pytest
 pytest.importorskip("mujoco_warp")
 import torch
 
-import sim.gpu.pick_place as pick_place
-from sim.gpu import WarpPickPlaceEnv
+import robosteer.sim.gpu.pick_place as pick_place
+from robosteer.sim.gpu import WarpPickPlaceEnv
 
 DATA = Path(__file__).parent / "data"
 torch.set_num_threads(1)

@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("mujoco_warp")
 import torch
 
-from sim.gpu import WarpPushEnv
+from robosteer.sim.gpu import WarpPushEnv
 
 
 def test_reset_distribution_and_reward_range() -> None:

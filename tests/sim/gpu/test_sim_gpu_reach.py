@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("mujoco_warp")
 import torch
 
-from sim.gpu import WarpReachEnv
-from sim.gpu.sawyer import quat_xyzw_from_matrix
+from robosteer.sim.gpu import WarpReachEnv
+from robosteer.sim.gpu.sawyer import quat_xyzw_from_matrix
 
 
 def test_reset_distribution_and_seeds() -> None:
