@@ -45,6 +45,22 @@ def losses(info: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in info.items() if k.endswith("loss")}
 
 
+def restore_generator(gen: torch.Generator, saved: Any, reseed: int) -> None:
+    """Put a checkpoint's generator state back into ``gen``. A state written on another device kind (CPU
+    Mersenne Twister vs CUDA Philox) cannot be: ``gen`` is reseeded with ``reseed``, with a warning, and the
+    run continues, but not bit for bit."""
+    state = torch.as_tensor(saved, dtype=torch.uint8)
+    if state.numel() == gen.get_state().numel():
+        gen.set_state(state)
+        return
+    log.warning(
+        "resume on device=%s: the checkpoint's generator state is from another device kind; reseeding it "
+        "(the run continues, but not bit for bit)",
+        gen.device.type,
+    )
+    gen.manual_seed(reseed)
+
+
 @contextmanager
 def stop_on_ctrl_c() -> Iterator[threading.Event]:
     """Ctrl-C as a flag the loop polls between units of work; a second Ctrl-C raises KeyboardInterrupt.

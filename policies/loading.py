@@ -62,13 +62,13 @@ def _steering_which(which: str) -> str:
 def _dsrl(path: Path, which: str, deterministic: bool, device: str) -> Any:
     from robosteer.policies.steering.dsrl import load_steered_policy
 
-    return load_steered_policy(str(path), deterministic=deterministic, which=_steering_which(which))
+    return load_steered_policy(str(path), deterministic, _steering_which(which), device)
 
 
 def _expo(path: Path, which: str, deterministic: bool, device: str) -> Any:
     from robosteer.policies.steering.expo import load_expo_policy
 
-    return load_expo_policy(str(path), which=_steering_which(which))  # OTF edits sampled, as the reference
+    return load_expo_policy(str(path), _steering_which(which), device)  # OTF edits sampled, as the reference
 
 
 def _critic(path: Path, which: str, deterministic: bool, device: str) -> Any:

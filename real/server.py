@@ -331,14 +331,17 @@ class FairWorker:
             self._cond.notify_all()
 
 
-def load_backend(path: str | Path, which: str = "best", deterministic: bool = True) -> PolicyBackend:
-    """A run directory of robosteer-train or robosteer-steer (DSRL, EXPO) -> a servable backend."""
+def load_backend(
+    path: str | Path, which: str = "best", deterministic: bool = True, device: str = "cpu"
+) -> PolicyBackend:
+    """A run directory of robosteer-train or robosteer-steer (DSRL, EXPO) -> a servable backend on ``device``
+    (a steered run's base, actor and critic all)."""
     from robosteer.policies.loading import ACTING_KINDS, load, run_kind
 
     kind = run_kind(path)
     if kind not in ACTING_KINDS:
         raise ValueError(f"{path} is a {kind} run, which does not act: serve a robosteer-train or -steer run")
-    return PolicyBackend(load(path, which=which, deterministic=deterministic), name=str(path))
+    return PolicyBackend(load(path, which=which, deterministic=deterministic, device=device), name=str(path))
 
 
 class PolicyServer:

@@ -83,8 +83,9 @@ def replay_dataset(path: str, episodes: int | None, progress: bool = True) -> di
 STEER_CHOICES = ("vgps",)
 
 
-def steer_policy(cfg: DictConfig, policy: Any, task: str) -> Any:
-    """``steer=vgps``: wrap the generalist with V-GPS over the frozen critic of ``critic=<robosteer-value run>``."""
+def steer_policy(cfg: DictConfig, policy: Any, task: str, device: Any = "cpu") -> Any:
+    """``steer=vgps``: wrap the generalist with V-GPS over the frozen critic of ``critic=<robosteer-value run>``
+    (loaded on ``device``, beside a local policy)."""
     from robosteer.policies.steering.vgps import VGPSPolicy
     from robosteer.policies.value import load_critic
 
@@ -92,7 +93,7 @@ def steer_policy(cfg: DictConfig, policy: Any, task: str) -> Any:
         raise ValueError(f"steer={cfg.steer!r} is not known: expected one of {STEER_CHOICES} (or null)")
     if not cfg.critic:
         raise ValueError("steer=vgps needs critic=<run dir of robosteer-value>, e.g. critic=runs/critic")
-    critic = load_critic(cfg.critic)
+    critic = load_critic(cfg.critic, device=device)
     task_id = None
     if critic.num_tasks > 1:
         if task not in critic.task_names:
@@ -169,8 +170,10 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     import torch
 
     from robosteer import sim
+    from robosteer.policies.steering.loop import resolve_device
 
     torch.set_num_threads(int(cfg.threads))
+    device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
     steered = False
     closing = contextlib.ExitStack()  # a served policy's connection
     if cfg.policy.name == "expert":
@@ -195,7 +198,12 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                     f"robosteer-train or robosteer-steer (a critic goes to critic= with steer=vgps)"
                 )
             steered = kind in STEERING_KINDS  # a robosteer-steer run: its base + the steering actor
-            policy = load(cfg.checkpoint, which=str(cfg.which), deterministic=bool(cfg.deterministic))
+            policy = load(
+                cfg.checkpoint,
+                which=str(cfg.which),
+                deterministic=bool(cfg.deterministic),
+                device=str(device),
+            )
         task = cfg.task or policy.task
         if not task:
             raise ValueError(f"the checkpoint {cfg.checkpoint} names no task: pass task=<name>")
@@ -205,7 +213,7 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             set_sample_levels(policy, str(cfg.sample_levels), str(cfg.checkpoint))
         mode, cams, size = obs_mode(policy.shape_meta)
         if cfg.get("steer"):
-            policy = steer_policy(cfg, policy, task)
+            policy = steer_policy(cfg, policy, task, device)
     env = sim.make_env(
         task,
         num_envs=int(cfg.num_envs),

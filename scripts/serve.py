@@ -10,16 +10,19 @@ from robosteer.scripts.common import console_main, exit_codes, start_run
 def _main(cfg: DictConfig) -> None:
     import torch
 
+    from robosteer.policies.steering.loop import resolve_device
     from robosteer.real.server import PolicyServer, load_backend
 
     torch.set_num_threads(int(cfg.threads))
     start_run(cfg)
     with exit_codes("robosteer-serve"):  # a missing or corrupt checkpoint, a refused setting: 2
+        device = resolve_device(cfg.device)
         backend = load_backend(
-            str(cfg.checkpoint), which=str(cfg.which), deterministic=bool(cfg.deterministic)
+            str(cfg.checkpoint),
+            which=str(cfg.which),
+            deterministic=bool(cfg.deterministic),
+            device=str(device),
         )
-        if str(cfg.device) != "cpu":
-            backend.base.to(str(cfg.device))
         server = PolicyServer(
             backend,
             host=str(cfg.host),

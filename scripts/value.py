@@ -46,9 +46,11 @@ def q_mc_correlation(critic: Any, buffer: Any, n: int = 4096, seed: int = 0) -> 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Train as configured; return the metrics also written to ``out/metrics.json``."""
     from robosteer.policies.run_log import LogSettings
+    from robosteer.policies.steering.loop import resolve_device
     from robosteer.policies.value import build_learner, normalized_buffer, train_value, value_transitions
 
     torch.set_num_threads(int(cfg.threads))
+    device = resolve_device(cfg.device)  # before any data is read: a bad value fails first
     start = time.perf_counter()
     if cfg.score not in SCORES:
         raise ValueError(f"score={cfg.score!r} is not known: expected one of {SCORES}")
@@ -69,7 +71,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         reward=str(cfg.reward),
         demo_limit=cfg.demo_limit,
     )
-    learner = build_learner(algo, algo_cfg, shape_meta, int(cfg.n_obs_steps), action_steps, len(tasks), stats)
+    learner = build_learner(
+        algo, algo_cfg, shape_meta, int(cfg.n_obs_steps), action_steps, len(tasks), stats, device=device
+    )
     buffer = normalized_buffer(learner.critic, data)
     log.info(
         "%s: %d transitions from %d file(s), critic obs %d, action %d",

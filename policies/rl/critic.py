@@ -144,13 +144,18 @@ class NormalizedCritic(nn.Module):
         )
         self.q_target = self.q.make_target()
 
+    @property
+    def device(self) -> torch.device:
+        """Where the critic's weights live: inputs are moved there."""
+        return next(self.q_target.parameters()).device
+
     def features(self, obs: dict[str, Any], task_id: Any = None) -> torch.Tensor:
         """Normalised, flattened observation history (+ one-hot task): (B, obs_dim)."""
         feats = []
         for k in self.obs_keys:
             if k not in obs:
                 raise KeyError(f"critic needs obs key {k!r}; got {sorted(obs)}")
-            x = torch.as_tensor(obs[k], dtype=torch.float32)
+            x = torch.as_tensor(obs[k], dtype=torch.float32, device=self.device)
             if x.dim() < 3 or x.shape[1] < self.n_obs_steps:
                 raise ValueError(
                     f"critic obs[{k!r}] has shape {tuple(x.shape)}: expected (B, To >= {self.n_obs_steps}, D)"
@@ -161,7 +166,9 @@ class NormalizedCritic(nn.Module):
         if self.num_tasks > 1:
             if task_id is None:
                 raise ValueError(f"this critic was trained on {self.num_tasks} tasks: pass task_id")
-            tid = torch.as_tensor(task_id, dtype=torch.long).reshape(-1).expand(out.shape[0])
+            tid = (
+                torch.as_tensor(task_id, dtype=torch.long, device=out.device).reshape(-1).expand(out.shape[0])
+            )
             if int(tid.min()) < 0 or int(tid.max()) >= self.num_tasks:
                 raise ValueError(f"task_id {tid.tolist()} out of range [0, {self.num_tasks})")
             out = torch.cat([out, nn.functional.one_hot(tid, self.num_tasks).float()], dim=-1)
@@ -169,7 +176,7 @@ class NormalizedCritic(nn.Module):
 
     def normalize_action(self, action: torch.Tensor) -> torch.Tensor:
         """Raw (B, action_steps, A) → the critic's [-1, 1] units, flattened (B, action_steps·A)."""
-        a = torch.as_tensor(action, dtype=torch.float32)
+        a = torch.as_tensor(action, dtype=torch.float32, device=self.device)
         if tuple(a.shape[1:]) != (self.action_steps, self.action_dim):
             raise ValueError(
                 f"critic action has shape {tuple(a.shape)}: expected (B, {self.action_steps}, {self.action_dim})"

@@ -446,15 +446,19 @@ class SteeredPolicy(ChunkPolicy):
         self.agent = agent
 
 
-def load_steered_policy(path: str, deterministic: bool = True, which: str = "latest") -> SteeredPolicy:
-    """Rebuild base + steering actor from a DSRL run directory (or one of its checkpoints).
+def load_steered_policy(
+    path: str, deterministic: bool = True, which: str = "latest", device: str | torch.device = "cpu"
+) -> SteeredPolicy:
+    """Rebuild base + steering actor from a DSRL run directory (or one of its checkpoints), both on ``device``.
 
     ``which``: ``latest`` or ``best`` (the best periodic evaluation); the base is checked by :func:`load_run`.
     """
     ck, base = load_run(path, which, "dsrl", ("obs_dim", "exec_slice", "obs_keys", "dsrl"))
     cfg = ck.config
     acting = DSRLConfig(**{**cfg["dsrl"], "noise_bank": 0})  # acting needs no distillation bank
-    agent = DSRL(base, int(cfg["obs_dim"]), slice(*cfg["exec_slice"]), acting, tuple(cfg["obs_keys"]))
+    agent = DSRL(
+        base, int(cfg["obs_dim"]), slice(*cfg["exec_slice"]), acting, tuple(cfg["obs_keys"]), device=device
+    )
     agent.load_state_dict(ck.modules["agent"])
     policy = SteeredPolicy(base, agent.eval(), deterministic=deterministic)
     policy.task = cfg.get("task") or getattr(base, "task", None)

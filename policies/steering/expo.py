@@ -534,13 +534,13 @@ def run_expo(agent: EXPO, env: Any, cfg: Any, out_dir: str, **kwargs: Any) -> di
     return {"variant": agent.label, **run_online(agent, env, cfg, out_dir, **kwargs)}
 
 
-def load_expo_policy(path: str, which: str = "latest") -> OTFPolicy:
-    """Rebuild an EXPO / RLPD / best-of-N agent from its run directory (or checkpoint) for evaluation: the
-    base's architecture from the recorded base run (:func:`load_run`), its trained weights from this run."""
+def load_expo_policy(path: str, which: str = "latest", device: str | torch.device = "cpu") -> OTFPolicy:
+    """Rebuild an EXPO / RLPD / best-of-N agent on ``device`` from its run directory (or checkpoint) for
+    evaluation: the base's architecture from the recorded base run (:func:`load_run`), its weights from this run."""
     ck, base = load_run(path, which, "expo", ("obs_dim", "obs_keys", "expo"))
     cfg = ck.config
     acting = EXPOConfig(**{**cfg["expo"], "bc_buffer_size": 1})  # acting needs no imitation windows
-    agent = EXPO(base, int(cfg["obs_dim"]), acting, tuple(cfg["obs_keys"]))
+    agent = EXPO(base, int(cfg["obs_dim"]), acting, tuple(cfg["obs_keys"]), device=device)
     agent.load_state_dict(ck.modules["agent"])
     policy = OTFPolicy(agent.eval())
     policy.task = cfg.get("task") or getattr(base, "task", None)

@@ -8,7 +8,6 @@ logging, periodic evaluation with a ``best`` checkpoint, and ``checkpoints/lates
 from __future__ import annotations
 
 import logging
-import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -235,7 +234,7 @@ def run_online(
     last observation. ``eval_fn(policy) -> {"success_rate", ...}`` evaluates ``learner.eval_policy()``.
     ``offline``: transitions with the replay's fields, mixed into every batch at ``offline_ratio``.
     """
-    from robosteer.policies.engine import Best, RunEngine, losses
+    from robosteer.policies.engine import Best, RunEngine, losses, restore_generator
     from robosteer.policies.rl import ReplayBuffer, sample_mixed
     from robosteer.policies.rl.offline import shaped_chunk_reward
     from robosteer.policies.rng import get_rng_state, set_rng_state
@@ -276,16 +275,7 @@ def run_online(
         run.best = Best.from_state(ck.extra.get("best"))
         set_rng_state(ck.extra["rng"])
         run.mark_saved(int(counters["env_steps"]))
-        saved = torch.as_tensor(ck.extra["generator"], dtype=torch.uint8)
-        if saved.numel() == gen.get_state().numel():
-            gen.set_state(saved)
-        else:  # written on another device kind (CPU Mersenne Twister vs CUDA Philox): not an exact resume
-            warnings.warn(
-                f"resume on device={device.type}: the checkpoint's generator state is from another device kind; "
-                "reseeding it (the run continues, but not bit-for-bit)",
-                stacklevel=2,
-            )
-            gen.manual_seed(cfg.seed + 7919 * int(counters["transitions"]))
+        restore_generator(gen, ck.extra["generator"], reseed=cfg.seed + 7919 * int(counters["transitions"]))
 
     def save() -> None:
         modules: dict[str, Any] = {"agent": learner.state_dict(), "buffer": buffer.state_dict()}

@@ -125,7 +125,9 @@ class CalQL(nn.Module):
         q = self.critic.q(s, a)  # (E, B)
         # Conservative term: push down Q on uniform and policy actions, push up Q on data actions.
         with torch.no_grad():
-            a_rand = torch.rand(b, n, self.action_dim, generator=generator) * 2.0 - 1.0  # (B, n, Da)
+            a_rand = (
+                torch.rand(b, n, self.action_dim, generator=generator, device=s.device) * 2.0 - 1.0
+            )  # (B, n, Da)
             a_cur, logp_cur = self._policy_samples(s, n, generator)
             a_next, logp_next = self._policy_samples(s2, n, generator)
         mc = None

@@ -20,7 +20,7 @@ import torch
 
 from robosteer.policies.checkpoint import CheckpointError, load_checkpoint
 from robosteer.policies.data import compute_stats, open_dataset
-from robosteer.policies.engine import RunEngine, losses
+from robosteer.policies.engine import RunEngine, losses, restore_generator
 from robosteer.policies.rl import NormalizedCritic, ReplayBuffer, chunk_transitions
 from robosteer.policies.run_log import LogSettings
 from robosteer.policies.value.calql import CalQL, CalQLConfig
@@ -84,13 +84,14 @@ def value_transitions(
 def normalized_buffer(
     critic: NormalizedCritic, data: Mapping[str, torch.Tensor], chunk: int = 65536
 ) -> ReplayBuffer:
-    """Every transition in the critic's units, once: features (N, F), actions (N, Da) in [-1, 1], r, done, mc."""
+    """Every transition in the critic's units, once, on the critic's device: features (N, F), actions (N, Da) in
+    [-1, 1], r, done, mc."""
     n = len(data["reward"])
     keys = critic.obs_keys
     spec = {k: ((critic.obs_dim,), torch.float32) for k in ("obs", "next_obs")}
     spec["action"] = ((critic.action_steps * critic.action_dim,), torch.float32)
     spec.update({k: ((), torch.float32) for k in ("reward", "done", "mc_return")})
-    buf = ReplayBuffer(n, spec)
+    buf = ReplayBuffer(n, spec, critic.device)
     with torch.no_grad():
         for i in range(0, n, chunk):
             sl = slice(i, i + chunk)
@@ -115,8 +116,9 @@ def build_learner(
     action_steps: int,
     num_tasks: int,
     stats: Mapping[str, Any] | None = None,
+    device: str | torch.device = "cpu",
 ) -> IQL | CalQL:
-    """The learner of ``algo`` over a fresh ``NormalizedCritic``; unknown config keys raise."""
+    """The learner of ``algo`` over a fresh ``NormalizedCritic`` on ``device``; unknown config keys raise."""
     cls, cfg_cls = check_algo(algo)
     fields = set(cfg_cls.__dataclass_fields__)
     unknown = sorted(set(algo_config) - fields)
@@ -134,7 +136,7 @@ def build_learner(
         layer_norm=cfg.layer_norm,
         act=cfg.activation,
     )
-    return cls(critic, cfg)
+    return cls(critic, cfg).to(device)  # in place: the optimizers keep their parameters
 
 
 def train_value(
@@ -152,10 +154,13 @@ def train_value(
     meta: Mapping[str, Any] | None = None,
     log_settings: LogSettings | None = None,
 ) -> dict[str, Any]:
-    """Train ``steps`` seeded updates into ``out_dir``, resumable bit-exactly; return the final figures."""
+    """Train ``steps`` seeded updates into ``out_dir``, resumable bit-exactly; return the final figures.
+
+    The learner trains where ``buffer`` lives (``robosteer-value device=``); its generator lives there too.
+    """
     what = f"value learning ({algo})"
     run = RunEngine(out_dir, what=what, total=steps, resume=resume, desc=algo, log_settings=log_settings)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device=buffer.device).manual_seed(seed)
     step = 0
     ck = run.restore()
     if ck is not None:
@@ -166,8 +171,8 @@ def train_value(
             state = ck.modules.get(f"sched_{name}", ck.modules.get(f"{name}_sched"))
             if state is not None:
                 sched.load_state_dict(state)
-        gen.set_state(ck.extra["generator"])
         step = int(ck.extra["step"])
+        restore_generator(gen, ck.extra["generator"], reseed=seed + 7919 * step)
         run.mark_saved(step)
 
     def save() -> None:

@@ -54,6 +54,9 @@ def test_bad_policy_and_missing_arguments_are_clear(tmp_path):
     assert res.returncode != 0 and "dataset=" in res.stderr
     res = _run(f"out={tmp_path}")  # policy=checkpoint without checkpoint=
     assert res.returncode != 0 and "checkpoint=" in res.stderr
+    res = _run("checkpoint=tests/fixtures/runs_fa6b6cd/dp", "device=tpu", f"out={tmp_path}")
+    assert res.returncode == 2 and "device='tpu' is not known" in res.stderr
+    assert "Traceback (most recent call last)" not in res.stderr
 
 
 def test_obs_mode_from_shape_meta():
