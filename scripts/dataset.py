@@ -1,9 +1,12 @@
-"""robosteer-dataset: inspect, validate and render robomimic-layout demonstration files.
+"""robosteer-dataset: inspect, validate, render and convert robomimic-layout demonstration files.
 
     robosteer-dataset info|validate|video path=FILE [out=DIR] [episode=N] [key=image/corner2]
+    robosteer-dataset import src=LEROBOT_DIR out=FILE.hdf5 [map={...}] [overwrite=true]
+    robosteer-dataset export src=FILE.hdf5 out=LEROBOT_DIR [map={...}] [fps=N] [overwrite=true]
 
 The first word is the command (``cmd=`` in configs/dataset.yaml); everything else is a Hydra override.
-These commands only read the dataset: they write no run directory (``video`` writes only its mp4 files).
+These commands write no run directory (``video`` writes only its mp4 files, import/export only ``out``).
+import/export convert LeRobot dataset format v3.0 (``policies/data/lerobot.py``) and print the feature mapping.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from omegaconf import DictConfig, OmegaConf
 from robosteer.policies.data import DatasetError, DemoFile, open_dataset
 from robosteer.scripts.common import console_main
 
-COMMANDS = ("info", "validate", "video")
+COMMANDS = ("info", "validate", "video", "import", "export")
+CONVERT = ("import", "export")
 
 
 def info_text(demos: DemoFile) -> str:
@@ -74,7 +78,15 @@ def run(cfg: DictConfig) -> int:
     cmd, usage = str(cfg.cmd), None
     if cmd not in COMMANDS:
         usage = f"robosteer-dataset: unknown command {cmd!r}; expected one of {', '.join(COMMANDS)}"
-    elif OmegaConf.is_missing(cfg, "path"):
+    elif cfg.get("fps") is not None and (
+        not isinstance(cfg.fps, int) or isinstance(cfg.fps, bool) or cfg.fps < 1
+    ):
+        usage = (
+            f"robosteer-dataset {cmd}: fps={cfg.fps!r}: expected an integer >= 1 (or null for the default)"
+        )
+    elif cmd in CONVERT:
+        return convert(cfg)
+    elif OmegaConf.is_missing(cfg, "path") or cfg.get("path") is None:
         usage = f"robosteer-dataset {cmd}: give the dataset file, e.g. path=runs/demos/demos.hdf5"
     if usage:
         print(usage, file=sys.stderr)
@@ -91,12 +103,63 @@ def run(cfg: DictConfig) -> int:
             else:
                 out = Path(str(cfg.out)) if cfg.get("out") else path.parent / "videos"
                 episode = cfg.episode if isinstance(cfg.episode, int) else str(cfg.episode)
-                for p in render_videos(demos, episode, out, cfg.get("key"), int(cfg.fps)):
+                for p in render_videos(demos, episode, out, cfg.get("key"), int(cfg.fps or 20)):
                     print(f"wrote {p}")
     except DatasetError as err:
         label = "INVALID" if cmd == "validate" else "error"
         print(f"robosteer-dataset {cmd}: {label}: {err}", file=sys.stderr)
         return 2  # a bad or missing file is the user's to fix (DESIGN.md: exit 2)
+    return 0
+
+
+def convert(cfg: DictConfig) -> int:
+    """``import``/``export``: LeRobot v3.0 <-> our HDF5; prints the mapping and a summary; returns the status."""
+    from robosteer.policies.data.lerobot import export_lerobot, import_lerobot
+
+    cmd = str(cfg.cmd)
+    example = (
+        "src=~/lerobot/pusht out=runs/pusht.hdf5"
+        if cmd == "import"
+        else "src=runs/demos/demos.hdf5 out=runs/lerobot"
+    )
+    missing = [k for k in ("src", "out") if not cfg.get(k)]
+    if missing:
+        print(f"robosteer-dataset {cmd}: give {' and '.join(missing)}, e.g. {example}", file=sys.stderr)
+        return 2
+    raw = cfg.get("map")
+    raw = (
+        OmegaConf.to_container(raw, resolve=True) if OmegaConf.is_dict(raw) else ({} if raw is None else raw)
+    )
+    if not isinstance(raw, dict):
+        print(
+            f"robosteer-dataset {cmd}: map must be a dict, e.g. map={{observation.state: state}}",
+            file=sys.stderr,
+        )
+        return 2
+    mapping = {str(k): None if v is None else str(v) for k, v in raw.items()}
+    src, out = Path(str(cfg.src)).expanduser(), Path(str(cfg.out)).expanduser()
+    try:
+        if cmd == "import":
+            s = import_lerobot(src, out, mapping, overwrite=bool(cfg.overwrite), echo=print)
+            obs_keys = sorted(
+                {r.target.removeprefix("obs/") for r in s["mapping"] if (r.target or "").startswith("obs/")}
+            )
+            print(
+                f"wrote {out}: {s['episodes']} episodes, {s['steps']} steps, fps {s['fps']}, tasks {s['tasks']}"
+            )
+            print(
+                f"train: robosteer-train dataset={out} obs_keys=[{','.join(obs_keys)}]  (leave task= unset: a LeRobot "
+                f"dataset has no simulator task, so evaluation stays off)"
+            )
+        else:
+            fps = int(cfg.fps) if cfg.get("fps") else None
+            s = export_lerobot(src, out, mapping, fps=fps, overwrite=bool(cfg.overwrite), echo=print)
+            print(
+                f"wrote {out}: {s['episodes']} episodes, {s['frames']} frames, fps {s['fps']}, video codec {s['codec']}"
+            )
+    except (DatasetError, FileExistsError) as err:
+        print(f"robosteer-dataset {cmd}: error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 
