@@ -118,7 +118,7 @@ def convert(cfg: DictConfig) -> int:
 
     cmd = str(cfg.cmd)
     example = (
-        "src=~/lerobot/pusht out=runs/pusht.hdf5"
+        "src=data/lerobot/pusht out=runs/pusht.hdf5"
         if cmd == "import"
         else "src=runs/demos/demos.hdf5 out=runs/lerobot"
     )
