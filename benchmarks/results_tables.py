@@ -548,6 +548,34 @@ def server_latency(rows: list[Row]) -> str:
     return caption + "\n\n" + table(["path", "p50 ms", "p99 ms", "min ms"], body)
 
 
+def train_precision(rows: list[Row]) -> str:
+    """Training samples/s of bf16 autocast and torch.compile beside fp32 eager (the floor), per device."""
+    cells = last_per(rows, lambda r: (r["device"], r["setting"]))
+    body = []
+    for (device, setting), r in cells.items():
+        floor = cells.get((device, "fp32 eager"))
+        ratio = f"{r['samples_per_s'] / floor['samples_per_s']:.2f}×" if floor else "n/a"
+        success = "–" if r["success_rate"] is None else num(r["success_rate"])
+        body.append(
+            [
+                setting,
+                device,
+                r["steps"],
+                f"{r['samples_per_s']:.0f}",
+                ratio,
+                f"{r['final_loss']:.4f}",
+                success,
+            ]
+        )
+    last = rows[-1]
+    caption = prose(
+        f"{measured(list(cells.values()))} Diffusion Policy on {last['task']} demos, batch {last['batch_size']}, "
+        f"seed {last['seed']}; samples/s includes compile's first, compiling steps."
+    )
+    columns = ["setting", "device", "steps", "samples/s", "vs fp32 eager", "final loss", "success"]
+    return caption + "\n\n" + table(columns, body)
+
+
 GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "expo_vs_rlpd": expo_vs_rlpd,
     "data_scaling": data_scaling,
@@ -562,6 +590,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "render_speed": render_speed,
     "inference_latency": inference_latency,
     "server_latency": server_latency,
+    "train_precision": train_precision,
     "deploy_latency": deploy_latency,
 }
 

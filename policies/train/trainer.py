@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 EvalFn = Callable[..., Mapping[str, Any]]
 
 
+PRECISIONS = ("fp32", "bf16")
+
+
 @dataclass
 class TrainConfig:
     """Every hyperparameter of the imitation loop (``batch_size`` is per process)."""
@@ -70,10 +73,14 @@ class TrainConfig:
     wandb_project: str = "robosteer"
     wandb_mode: str = "online"  # online | offline (no network; `wandb sync` uploads later) | disabled
     device: str = "cpu"  # cpu | cuda | auto
+    precision: str = "fp32"  # fp32 | bf16: autocast of the forward; weights, grads and AdamW stay fp32
+    compile: bool = False  # torch.compile the loss's forward (the first steps pay for the compilation)
     find_unused_parameters: bool = False
 
     def __post_init__(self) -> None:
         LogSettings(self.logger, self.wandb_project, self.wandb_mode)  # a clear error at configuration time
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision={self.precision!r} is not known: expected one of {PRECISIONS}")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrainConfig:
@@ -229,6 +236,8 @@ class Trainer:
                 find_unused_parameters=cfg.find_unused_parameters,
                 device_ids=[self.device.index] if self.device.type == "cuda" else None,
             )
+        if cfg.compile:  # the wrapper only: the policy's weights and checkpoints keep their names
+            self.model = torch.compile(self.model)
         self.ema: EMAModel | None = None
         if cfg.ema:
             self.ema = EMAModel(
@@ -459,7 +468,8 @@ class Trainer:
                     batch = _to_device(next(data_iter), self.device)
                     t1 = time.perf_counter()
                     self.optimizer.zero_grad(set_to_none=True)
-                    loss, info = self.model(batch)
+                    with torch.autocast(self.device.type, torch.bfloat16, enabled=cfg.precision == "bf16"):
+                        loss, info = self.model(batch)
                     loss.backward()
                     grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
                     self._check_update(loss, grad_norm, info)  # raises before a NaN step reaches the weights
