@@ -217,3 +217,8 @@ def _numpy(x: Any) -> np.ndarray:
     if hasattr(x, "detach"):
         return x.detach().cpu().numpy()
     return np.asarray(x)
+
+
+def is_url(path: Any) -> bool:
+    """A policy given as ``ws://HOST:PORT`` (or ``wss://``) rather than a run directory."""
+    return str(path).startswith(("ws://", "wss://"))

@@ -207,6 +207,8 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     from robosteer.policies.checkpoint import find_checkpoint, read_checkpoint_config, state_dict_hash
     from robosteer.policies.steering.loop import OnlineRunConfig, resolve_device
     from robosteer.policies.steering.scratch import SCRATCH, make_scratch_base
+    from robosteer.policies.steering.served import served_base
+    from robosteer.real.client import PolicyConnectionError, is_url
 
     torch.set_num_threads(int(cfg.threads))
     device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
@@ -222,7 +224,23 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         )
     if not cfg.base:
         raise ValueError("steering needs base=<run directory of robosteer-train>, e.g. base=runs/dp")
-    if cfg.base == SCRATCH:
+    served = is_url(cfg.base)
+    if served and algo != "dsrl":
+        raise UsageError(
+            f"base={cfg.base}: a served base is steered by algo=dsrl (through its initial noise); EXPO trains "
+            "a copy of its base, which a server cannot lend: give EXPO a run directory"
+        )
+    if served:  # DSRL over the wire: only the noise -> chunk map is needed
+        try:
+            base = served_base(str(cfg.base), str(cfg.protocol), cfg.token, float(cfg.policy_timeout_s))
+        except PolicyConnectionError as e:
+            raise UsageError(f"base={cfg.base}: {e}") from None
+        base = base.to(device)
+        ckpt_dir = None
+        task = cfg.task or base.task
+        if not task:
+            raise ValueError(f"the policy served at {cfg.base} names no task: pass task=<name>")
+    elif cfg.base == SCRATCH:
         if not cfg.task or cfg.variant != "sac":
             raise ValueError(
                 "base=scratch is plain SAC from scratch: it needs variant=sac and task=<name>, "
@@ -298,7 +316,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         vectorization=cfg.vectorization,
         randomization=cfg.get("randomization"),
     )
-    base_hash = state_dict_hash(base)
+    base_hash = None if served else state_dict_hash(base)  # a served base's weights are the server's to keep
     base_metrics = None
     if cfg.eval_base and not (cfg.resume and (run_dir / "base_eval.json").exists()):
         base_metrics = eval_fn(base)  # the stock sampler (fresh N(0, I) noise): the "before" figure
@@ -316,7 +334,8 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             resume=bool(cfg.resume),
             checkpoint_config={
                 "task": task,
-                "base": SCRATCH if cfg.base == SCRATCH else str(Path(cfg.base).resolve()),
+                "base": str(cfg.base) if served or cfg.base == SCRATCH else str(Path(cfg.base).resolve()),
+                "base_protocol": str(cfg.protocol) if served else None,
                 "scratch_shape": [state_dim, action_dim, int(cfg.scratch_chunk)]
                 if cfg.base == SCRATCH
                 else None,
@@ -324,7 +343,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 "base_hash": base_hash,
             },
         )
-    if state_dict_hash(base) != base_hash:
+    if base_hash is not None and state_dict_hash(base) != base_hash:
         raise RuntimeError(
             "the base policy's weights changed during steering: this is a bug, please report it"
         )

@@ -412,6 +412,8 @@ def load_run(path: str, which: str, kind: str, keys: tuple[str, ...]) -> tuple[A
     """
     from robosteer.policies.checkpoint import CheckpointError, load_checkpoint, load_policy, state_dict_hash
     from robosteer.policies.steering.scratch import SCRATCH, make_scratch_base
+    from robosteer.policies.steering.served import served_base
+    from robosteer.real.client import PolicyConnectionError, is_url
 
     p = Path(path)
     if which not in ("best", "latest"):
@@ -428,6 +430,13 @@ def load_run(path: str, which: str, kind: str, keys: tuple[str, ...]) -> tuple[A
             raise CheckpointError(f"{where}: key {key!r} is missing (written by an older robosteer?)")
     if cfg["base"] == SCRATCH:  # plain SAC from scratch: the identity noise -> chunk map
         return ck, make_scratch_base(*cfg["scratch_shape"])
+    if is_url(cfg["base"]):  # steered over the wire (base=ws://...): dial the server again
+        try:
+            return ck, served_base(cfg["base"], cfg.get("base_protocol") or "robosteer")
+        except PolicyConnectionError as e:
+            raise CheckpointError(
+                f"{where}: this run steers the policy served at {cfg['base']}: {e}"
+            ) from None
     base_dir = Path(cfg["base"])
     run_dir = ck.path.parent.parent if ck.path.parent.name == "checkpoints" else ck.path
     beside = run_dir.parent / base_dir.name  # runs/ moved or copied as a whole: the base sits beside the run

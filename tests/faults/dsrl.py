@@ -10,6 +10,8 @@ T_RL = "tests/policies/rl/test_rl_targets.py"
 T_RL_OLD = "tests/policies/rl/test_rl_blocks.py"
 STEER = "policies/steering/steerability.py"
 T_STEER = "tests/policies/steering/test_steerability.py"
+SERVED = "policies/steering/served.py"
+T_SERVED = "tests/scripts/test_steer.py::test_dsrl_steers_a_served_base"
 
 
 def _f(name: str, file: str, old: str, new: str, *tests: str) -> dict:
@@ -348,5 +350,12 @@ FAULTS = [
         '    return "weakly steerable" if ratio >= THRESHOLDS["weak"] else "not steerable"',
         '    return "weakly steerable" if ratio >= THRESHOLDS["weak"] else "steerable"',
         T_STEER,
+    ),
+    _f(
+        "served base: DSRL's latents not sent (the server draws its own noise)",
+        SERVED,
+        "None if noise is None else noise[i : i + n]",
+        "None",
+        T_SERVED,
     ),
 ]

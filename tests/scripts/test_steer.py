@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from robosteer.policies.checkpoint import CheckpointError, load_policy, state_dict_hash
 
@@ -306,3 +307,48 @@ def test_steer_cli_expo_single_step_rlpd_and_bad_input(setup):
         "robosteer.scripts.steer", "base=scratch", "task=reach-v3", "out=bad_expo2", *TINY_EXPO, cwd=work
     )
     assert p.returncode != 0 and "algo=expo needs base=" in p.stderr
+
+
+@pytest.mark.parametrize("protocol", ["robosteer", "openpi"])
+def test_dsrl_steers_a_served_base(setup, protocol):
+    """robosteer-steer base=ws://...: the served base decodes DSRL's latents as the local base does (to float
+    rounding: the server computes in this process), the run trains and records the URL, and robosteer-eval of
+    it dials the server again; with the server gone, that is one line."""
+    from robosteer.policies.checkpoint import load_checkpoint
+    from robosteer.policies.steering.served import served_base
+    from robosteer.real.server import PolicyServer, load_backend
+
+    work, demos, base = setup
+    server = PolicyServer(load_backend(base, which="ema"), port=0, protocol=protocol).start()
+    try:
+        local, served = load_policy(base, which="ema"), served_base(server.url, protocol)
+        gen = torch.Generator().manual_seed(0)
+        obs = {"state": torch.randn(300, local.config.n_obs_steps, 39, generator=gen)}  # > one request's rows
+        noise = torch.randn(300, *local.noise_shape, generator=gen)
+        with torch.no_grad():
+            gap = (served.sample(obs, noise) - local.sample(obs, noise)).abs().max()
+        served.close()
+        assert float(gap) < 1e-5
+        p = _run("robosteer.scripts.steer", f"base={server.url}", f"protocol={protocol}", "variant=na",
+                 f"offline={demos}", "task=reach-v3", *TINY_STEER, f"out=served_{protocol}", cwd=work)  # fmt: skip
+        assert p.returncode == 0, p.stderr[-3000:]
+        e = _eval(f"served_{protocol}", f"served_{protocol}_eval", work)
+        assert e.returncode == 0, e.stderr[-3000:]
+    finally:
+        server.stop()
+    m = json.loads((work / f"served_{protocol}" / "metrics.json").read_text())
+    assert m["base_hash"] is None and m["updates"] > 0 and m["env_steps"] >= 96 and len(m["history"]) >= 2
+    assert 0.0 <= m["base_success_rate"] <= 1.0  # the served policy acting as served: the "before" figure
+    agent = load_checkpoint(work / f"served_{protocol}" / "checkpoints" / "latest", names=["agent"])
+    assert agent.config["base"] == server.url and agent.config["base_protocol"] == protocol
+    gone = _eval(f"served_{protocol}", f"served_{protocol}_gone", work)
+    assert gone.returncode == 2 and f"steers the policy served at {server.url}" in gone.stderr
+
+
+def test_a_served_base_that_cannot_be_steered_is_one_line(setup):
+    work = setup[0]
+    p = _run("robosteer.scripts.steer", "base=ws://127.0.0.1:9", "task=reach-v3", "out=nowhere", *TINY_STEER,
+             cwd=work)  # fmt: skip
+    assert p.returncode == 2 and "cannot connect to policy server ws://127.0.0.1:9" in p.stderr
+    p = _run("robosteer.scripts.steer", "algo=expo", "base=ws://127.0.0.1:9", "out=nowhere2", cwd=work)
+    assert p.returncode == 2 and "a served base is steered by algo=dsrl" in p.stderr
