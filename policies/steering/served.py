@@ -72,7 +72,8 @@ def served_base(
     missing = [
         k for k in ("shape_meta", "noise_shape", "n_obs_steps", "n_action_steps") if not getattr(client, k)
     ]
-    if missing or getattr(client, "noise_key", "") is None:
+    takes_noise = getattr(client, "noise_key", "") is not None  # robosteer's wire always does; openpi's says
+    if missing or not takes_noise:
         client.close()
         what = f"announces no {', '.join(missing)}" if missing else "takes no initial noise (no noise key)"
         raise PolicyConnectionError(
