@@ -92,6 +92,8 @@ def test_ctrl_c_finishes_the_update_in_flight_and_saves_latest(tmp_path) -> None
     presses = iter(range(100))
 
     class CtrlCAtThird:  # the buffer's sampler, pressing Ctrl-C while it draws the third batch
+        device = buf.device  # where the learner's generator lives
+
         def sample(self, n, gen):
             if next(presses) == 2:
                 os.kill(os.getpid(), signal.SIGINT)
