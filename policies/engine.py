@@ -40,6 +40,25 @@ class NonFiniteError(RuntimeError):
     """A loss, gradient norm or weight became NaN/inf: the run stopped and wrote no checkpoint after it."""
 
 
+DEVICES = ("cpu", "cuda", "auto")
+
+
+def resolve_device(name: str | torch.device) -> torch.device:
+    """The device for ``device=cpu | cuda[:N] | auto`` (auto: cuda when available); fails early."""
+    text = str(name)
+    kind = text.split(":", 1)[0]
+    if kind not in DEVICES or (kind != "cuda" and ":" in text):
+        raise ValueError(f"device={text!r} is not known: expected one of {DEVICES} (or cuda:N)")
+    if kind == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"device={text!r} needs CUDA, which this torch build / machine does not have: "
+            f"expected one of {DEVICES} (device=auto picks cuda only when available)"
+        )
+    return torch.device(text)
+
+
 def losses(info: Mapping[str, Any]) -> dict[str, Any]:
     """An update's ``*loss`` entries: those must stay finite (other diagnostics may be NaN by design)."""
     return {k: v for k, v in info.items() if k.endswith("loss")}

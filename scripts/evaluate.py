@@ -170,7 +170,7 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     import torch
 
     from robosteer import sim
-    from robosteer.policies.steering.loop import resolve_device
+    from robosteer.policies.engine import resolve_device
 
     torch.set_num_threads(int(cfg.threads))
     device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first

@@ -10,7 +10,7 @@ from robosteer.scripts.common import console_main, exit_codes, start_run
 def _main(cfg: DictConfig) -> None:
     import torch
 
-    from robosteer.policies.steering.loop import resolve_device
+    from robosteer.policies.engine import resolve_device
     from robosteer.real.server import PolicyServer, load_backend
 
     torch.set_num_threads(int(cfg.threads))

@@ -45,8 +45,8 @@ def q_mc_correlation(critic: Any, buffer: Any, n: int = 4096, seed: int = 0) -> 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Train as configured; return the metrics also written to ``out/metrics.json``."""
+    from robosteer.policies.engine import resolve_device
     from robosteer.policies.run_log import LogSettings
-    from robosteer.policies.steering.loop import resolve_device
     from robosteer.policies.value import build_learner, normalized_buffer, train_value, value_transitions
 
     torch.set_num_threads(int(cfg.threads))

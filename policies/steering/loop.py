@@ -18,27 +18,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from robosteer.policies.engine import resolve_device
 from robosteer.policies.run_log import LogSettings
 
 log = logging.getLogger(__name__)
-
-DEVICES = ("cpu", "cuda", "auto")
-
-
-def resolve_device(name: str | torch.device) -> torch.device:
-    """The training device for ``device=cpu | cuda[:N] | auto`` (auto: cuda when available); fails early."""
-    text = str(name)
-    kind = text.split(":", 1)[0]
-    if kind not in DEVICES or (kind != "cuda" and ":" in text):
-        raise ValueError(f"device={text!r} is not known: expected one of {DEVICES} (or cuda:N)")
-    if kind == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            f"device={text!r} needs CUDA, which this torch build / machine does not have: "
-            f"expected one of {DEVICES} (device=auto picks cuda only when available)"
-        )
-    return torch.device(text)
 
 
 @dataclass

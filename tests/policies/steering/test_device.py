@@ -8,10 +8,11 @@ from policy_testkit import tiny_steering_base
 
 import robosteer.policies.rl
 from robosteer import sim
+from robosteer.policies.engine import DEVICES, resolve_device
 from robosteer.policies.rl import ReplayBuffer
 from robosteer.policies.steering.dsrl import DSRL, DSRLConfig, DSRLRunConfig, run_dsrl
 from robosteer.policies.steering.expo import EXPO, EXPOConfig
-from robosteer.policies.steering.loop import DEVICES, OnlineRunConfig, resolve_device
+from robosteer.policies.steering.loop import OnlineRunConfig
 
 torch.set_num_threads(1)
 TO, TA, TP, DA, SD = 2, 4, 8, 4, 39
