@@ -172,9 +172,14 @@ def expo_vs_rlpd(rows: list[Row]) -> str:
 
 
 TASK_ORDER = [
-    "reach-v3", "push-v3", "pick-place-v3", "drawer-open-v3", "button-press-topdown-v3", "peg-insert-side-v3",
+    "reach-v3",
+    "push-v3",
+    "pick-place-v3",
+    "drawer-open-v3",
+    "button-press-topdown-v3",
+    "peg-insert-side-v3",
     "assembly-v3",
-]  # fmt: skip
+]
 POLICIES = {"diffusion": "DP (DDIM-10)", "flow": "flow (10 Euler)", "streaming": "SDP"}
 
 
@@ -576,7 +581,83 @@ def train_precision(rows: list[Row]) -> str:
     return caption + "\n\n" + table(columns, body)
 
 
+def pixels_encoders(rows: list[Row]) -> str:
+    """Training samples/s of Diffusion Policy per image encoder, beside the same step without images."""
+    cells = last_per([r for r in rows if r["part"] == "encoders"], lambda r: r["encoder"])
+    floor = next(iter(cells.values()))
+    body = [
+        [
+            name,
+            f"{r['encoder_params'] / 1e6:.2f}M",
+            f"{r['samples_per_s']:.0f}",
+            f"{r['samples_per_s'] / floor['samples_per_s']:.2f}×",
+        ]
+        for name, r in cells.items()
+    ]
+    caption = prose(
+        f"{measured(list(cells.values()))} One training step (forward, backward, AdamW) at batch "
+        f"{floor['batch_size']}, To=2, one 84 px camera cropped to 76 px, {floor['threads']} torch threads."
+    )
+    return caption + "\n\n" + table(["encoder", "encoder params", "samples/s", "vs no images"], body)
+
+
+def pixels_env(rows: list[Row]) -> str:
+    """Env steps/s of one env with state only and with proprio + one rendered camera."""
+    cells = last_per([r for r in rows if r["part"] == "env"], lambda r: (r["obs"], r["image_size"]))
+    body = [[obs, size or "–", f"{r['env_steps_per_s']:,.0f}"] for (obs, size), r in cells.items()]
+    caption = prose(
+        f"{measured(list(cells.values()))} {next(iter(cells.values()))['task']}, one env, camera corner."
+    )
+    return caption + "\n\n" + table(["obs", "image px", "env steps/s"], body)
+
+
+def pixels_train(rows: list[Row]) -> str:
+    """Success of policies trained from pixels vs state on the same demos and wall budget."""
+    cells = last_per(
+        [r for r in rows if r["part"] == "train"], lambda r: (r["task"], r["policy"], r["obs"], r["seed"])
+    )
+    body = []
+    for (task, policy, obs, seed), r in cells.items():
+        split = f"{1000 * r['data_s_per_step']:.1f} / {1000 * r['update_s_per_step']:.0f}"
+        body.append(
+            [
+                task,
+                policy,
+                obs,
+                seed,
+                r["steps"],
+                r["batch_size"],
+                f"{r['samples_per_s']:.0f}",
+                split,
+                f"{r['wall_time_s'] / 60:.0f}",
+                num(r["success_rate"]),
+            ]
+        )
+    last = rows[-1]
+    caption = prose(
+        f"{measured(list(cells.values()))} {last['demos']} demos per task (collected once with obs=pixels: the "
+        f"state column trains on the same episodes), at most {last['minutes']:g} minutes of training, "
+        f"{last['episodes']} unseen evaluation episodes of the final EMA weights."
+    )
+    columns = [
+        "task",
+        "policy",
+        "obs",
+        "seed",
+        "steps",
+        "batch",
+        "samples/s",
+        "data / update ms per step",
+        "train min",
+        "success",
+    ]
+    return caption + "\n\n" + table(columns, body)
+
+
 GENERATORS: dict[str, Callable[[list[Row]], str]] = {
+    "pixels_encoders": pixels_encoders,
+    "pixels_env": pixels_env,
+    "pixels_train": pixels_train,
     "expo_vs_rlpd": expo_vs_rlpd,
     "data_scaling": data_scaling,
     "vgps_mt10": vgps_mt10,

@@ -53,6 +53,10 @@ class PolicyConfig:
     rgb_num_kp: int = 32
     rgb_feature_dim: int = 64
     share_rgb_encoder: bool = False
+    rgb_arch: str = "small"  # "small" (sized for a 2-core CPU) | "resnet18" (diffusion_policy's, GroupNorm)
+    rgb_crop: float = (
+        1.0  # kept fraction of the image side: random crop (train), centre crop (eval); 1.0: off
+    )
     image_range: str = "-1_1"  # "-1_1" | "0_1"
     # multi-task generalist: task names (task id = position) -> a learned embedding fused into the condition
     task_names: tuple[str, ...] = ()
@@ -70,6 +74,11 @@ class PolicyConfig:
         _check_choice("backbone", self.backbone, ("mlp", "unet"))
         _check_choice("mlp_cond_mode", self.mlp_cond_mode, ("film", "concat"))
         _check_choice("image_range", self.image_range, ("-1_1", "0_1"))
+        _check_choice("rgb_arch", self.rgb_arch, ("small", "resnet18"))
+        if not 0.0 < self.rgb_crop <= 1.0:
+            raise ValueError(
+                f"rgb_crop must be the kept fraction of the image side in (0, 1], got {self.rgb_crop}"
+            )
 
     @classmethod
     def from_dict(cls: type[C], values: Mapping[str, Any], policy_name: str = "") -> C:
@@ -140,6 +149,8 @@ class GenerativePolicy(nn.Module, ABC):
             rgb_num_kp=config.rgb_num_kp,
             rgb_feature_dim=config.rgb_feature_dim,
             share_rgb_encoder=config.share_rgb_encoder,
+            rgb_arch=config.rgb_arch,
+            rgb_crop=config.rgb_crop,
             num_tasks=len(config.task_names),
             task_embed_dim=config.task_embed_dim,
         )

@@ -77,8 +77,18 @@ class ResBlock2d(nn.Module):
         return self.act(out + self.skip(x))
 
 
+RGB_ARCHS = ("small", "resnet18")
+
+
 class ImageEncoder(nn.Module):
-    """Small ResNet: stem (stride 2) + one block per stage (stride 2 each) + spatial softmax + linear."""
+    """A ResNet with GroupNorm and a spatial-softmax head: ``small`` (stem + one stride-2 block per entry of
+    ``channels``: sized for a 2-core CPU) or ``resnet18`` (diffusion_policy's recipe: torchvision's ResNet-18
+    layout with GroupNorm of 16 channels per group, its avg-pool replaced by spatial softmax; no pretrained
+    weights, ``channels`` unused).
+
+    ``crop``: diffusion_policy's random-crop augmentation, as the kept fraction of the image side (its 76 px of
+    84 is 0.9). In training each image is cropped at a random offset; in evaluation at the centre. 1.0: off.
+    """
 
     def __init__(
         self,
@@ -87,21 +97,41 @@ class ImageEncoder(nn.Module):
         num_kp: int = 32,
         feature_dim: int = 64,
         groups: int = 8,
+        arch: str = "small",
+        crop: float = 1.0,
     ) -> None:
         super().__init__()
         h, w, c = image_shape
         if c != 3:
             raise ValueError(f"rgb observations must be channel-last (H, W, 3), got {tuple(image_shape)}")
-        self.stem = nn.Sequential(
-            nn.Conv2d(3, channels[0], 5, 2, 2, bias=False),
-            nn.GroupNorm(min(groups, channels[0]), channels[0]),
-            nn.ReLU(),
-        )
+        if arch not in RGB_ARCHS:
+            raise ValueError(f"rgb_arch {arch!r} is not valid: expected one of {list(RGB_ARCHS)}")
+        if not 0.0 < crop <= 1.0:
+            raise ValueError(f"rgb_crop={crop} is not valid: expected the kept fraction in (0, 1] (1.0: off)")
+        self.crop = (round(crop * h), round(crop * w)) if crop < 1.0 else None  # (ch, cw) px
+        if self.crop:
+            h, w = self.crop
         blocks: list[nn.Module] = []
-        cin = channels[0]
-        for cout in channels:
-            blocks.append(ResBlock2d(cin, cout, stride=2, groups=groups))
-            cin = cout
+        if arch == "resnet18":
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.GroupNorm(4, 64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
+            )
+            cin = 64
+            for i, cout in enumerate((64, 128, 256, 512)):
+                for j in range(2):
+                    stride = 2 if i > 0 and j == 0 else 1
+                    blocks.append(ResBlock2d(cin, cout, stride=stride, groups=cout // 16))
+                    cin = cout
+        else:
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, channels[0], 5, 2, 2, bias=False),
+                nn.GroupNorm(min(groups, channels[0]), channels[0]),
+                nn.ReLU(),
+            )
+            cin = channels[0]
+            for cout in channels:
+                blocks.append(ResBlock2d(cin, cout, stride=2, groups=groups))
+                cin = cout
         self.blocks = nn.Sequential(*blocks)
         with torch.no_grad():
             fh, fw = self.blocks(self.stem(torch.zeros(1, 3, h, w))).shape[-2:]
@@ -109,7 +139,23 @@ class ImageEncoder(nn.Module):
         self.fc = nn.Linear(2 * num_kp, feature_dim)
         self.out_dim = feature_dim
 
+    def _crop(self, x: torch.Tensor) -> torch.Tensor:  # (N, H, W, 3) -> (N, ch, cw, 3)
+        assert self.crop is not None
+        n, h, w, _ = x.shape
+        ch, cw = self.crop
+        if not self.training:
+            top, left = (h - ch) // 2, (w - cw) // 2
+            return x[:, top : top + ch, left : left + cw]
+        # one random offset per image, gathered in one indexing op (no per-sample Python loop)
+        top = torch.randint(0, h - ch + 1, (n, 1), device=x.device)
+        left = torch.randint(0, w - cw + 1, (n, 1), device=x.device)
+        rows = (top + torch.arange(ch, device=x.device))[:, :, None]  # (N, ch, 1)
+        cols = (left + torch.arange(cw, device=x.device))[:, None, :]  # (N, 1, cw)
+        return x[torch.arange(n, device=x.device)[:, None, None], rows, cols]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, H, W, 3) float -> (N, feature_dim)
+        if self.crop:
+            x = self._crop(x)
         x = x.permute(0, 3, 1, 2)  # (N, 3, H, W)
         return self.fc(self.pool(self.blocks(self.stem(x))))
 
@@ -130,6 +176,8 @@ class ObsEncoder(nn.Module):
         rgb_num_kp: int = 32,
         rgb_feature_dim: int = 64,
         share_rgb_encoder: bool = False,
+        rgb_arch: str = "small",
+        rgb_crop: float = 1.0,
         num_tasks: int = 0,
         task_embed_dim: int = 32,
     ) -> None:
@@ -149,7 +197,9 @@ class ObsEncoder(nn.Module):
                 if share_rgb_encoder and shared is not None:
                     enc: nn.Module = shared
                 else:
-                    enc = ImageEncoder(meta["shape"], rgb_channels, rgb_num_kp, rgb_feature_dim)
+                    enc = ImageEncoder(
+                        meta["shape"], rgb_channels, rgb_num_kp, rgb_feature_dim, arch=rgb_arch, crop=rgb_crop
+                    )
                     shared = enc if share_rgb_encoder else None
             else:
                 enc = LowDimEncoder(int(torch.tensor(meta["shape"]).prod()), lowdim_hidden)

@@ -80,6 +80,15 @@ def collect_episode(env: Any, expert: Any, seed: int, cfg: DictConfig) -> dict[s
     }
 
 
+def collect_obs_mode(cfg: DictConfig) -> tuple[str, tuple[str, ...]]:
+    """The env mode and cameras that record ``cfg.obs_keys``, plus ``state``: the scripted expert acts on it,
+    and replay and diagnostics use it. A policy reads only its own obs_keys (obs=pixels: never state)."""
+    from robosteer.sim.metaworld_env import obs_mode_for_keys
+
+    keys = list(cfg.obs_keys)
+    return obs_mode_for_keys(keys if "state" in keys else ["state", *keys])
+
+
 def env_args(cfg: DictConfig, max_episode_steps: int) -> dict[str, Any]:
     """robomimic-style env metadata: enough to rebuild the env and regenerate the data."""
     from robosteer.sim.randomization import as_config
@@ -89,9 +98,9 @@ def env_args(cfg: DictConfig, max_episode_steps: int) -> dict[str, Any]:
         "type": 2,  # robomimic's EnvType.GYM_TYPE: the closest of its categories
         "env_kwargs": {
             "suite": "metaworld",
-            "obs": cfg.obs,
+            "obs": collect_obs_mode(cfg)[0],
             "image_size": int(cfg.image_size),
-            "cameras": list(cfg.cameras),
+            "cameras": list(collect_obs_mode(cfg)[1]) or ["corner2"],
             "max_episode_steps": int(max_episode_steps),
             "terminate_on_success": True,
         },
@@ -120,13 +129,14 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     start = time.perf_counter()
     kept = kept_steps = attempts = env_steps = successes = 0
     interrupted = False
+    mode, cameras = collect_obs_mode(cfg)
     env = sim.make_env(
         cfg.task,
         num_envs=1,
         seed=int(cfg.seed),
-        obs=cfg.obs,
+        obs=mode,
         image_size=int(cfg.image_size),
-        cameras=tuple(cfg.cameras),
+        cameras=cameras or ("corner2",),
         max_episode_steps=cfg.max_episode_steps,
         terminate_on_success=True,
         randomization=cfg.get("randomization"),

@@ -60,6 +60,21 @@ class UsageError(ValueError):
     """A command-line mistake the user must fix (a refused combination of settings): one line, exit 2."""
 
 
+def check_policy_inputs(cfg: DictConfig, shape_meta: dict[str, Any], source: str) -> None:
+    """With ``obs=`` given (configs/obs/), refuse a policy that reads a key the preset withholds: under
+    ``obs=pixels`` a checkpoint that reads the privileged ``state`` is an error (cameras follow the policy)."""
+    allowed = cfg.get("obs_keys")
+    if allowed is None:
+        return
+    allowed = list(allowed)
+    privileged = [k for k in shape_meta["obs"] if not k.startswith("image/") and k not in allowed]
+    if privileged:
+        raise UsageError(
+            f"{source} reads obs key(s) {privileged}, which this obs= preset withholds (it provides {allowed}): "
+            f"use a policy trained with the same obs=, or drop obs="
+        )
+
+
 def dataset_paths(cfg: DictConfig) -> list[str]:
     """``dataset=`` (one HDF5 file or a list) as paths; each must be a file: a clear error names the one that
     is not (a directory holding ``demos.hdf5`` is pointed at it)."""

@@ -135,7 +135,11 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 raise ValueError(
                     "robot=sim_twin needs task=<name> (the policy names no training task), e.g. task=push-v3"
                 )
-            driver.update(task=str(task), seed=int(cfg.seed))
+            from robosteer.scripts.evaluate import obs_mode
+
+            # the twin renders what the policy reads: state, or proprio + its cameras at its image size
+            mode, cams, size = obs_mode(policy.shape_meta)
+            driver.update(task=str(task), seed=int(cfg.seed), obs=mode, cameras=list(cams), image_size=size)
         stage = "setting up the robot"
         robot = make_robot(str(cfg.robot.name), **driver)
         stage = "connecting to the robot"
@@ -155,7 +159,7 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 "type": 2,
                 "env_kwargs": {
                     "suite": "metaworld" if cfg.robot.name == "sim_twin" else "real",
-                    "obs": "state",
+                    "obs": driver.get("obs", "state"),
                     **driver,
                 },
                 "deploy": {

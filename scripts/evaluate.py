@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from robosteer.scripts.common import (
     UsageError,
+    check_policy_inputs,
     console_main,
     exit_codes,
     format_table,
@@ -29,12 +30,11 @@ from robosteer.scripts.schemas import EVAL_SOURCES
 
 def obs_mode(shape_meta: dict[str, Any]) -> tuple[str, tuple[str, ...], int]:
     """The env observation mode, cameras and image size a policy's inputs need."""
-    keys = list(shape_meta["obs"])
-    cams = tuple(k.split("/", 1)[1] for k in keys if k.startswith("image/"))
+    from robosteer.sim.metaworld_env import obs_mode_for_keys
+
+    mode, cams = obs_mode_for_keys(list(shape_meta["obs"]))
     size = int(shape_meta["obs"][f"image/{cams[0]}"]["shape"][0]) if cams else 84
-    if cams and "state" in keys:
-        return "state+image", cams, size
-    return ("image" if cams else "state"), cams or ("corner2",), size
+    return mode, cams or ("corner2",), size
 
 
 def replay_dataset(path: str, episodes: int | None, progress: bool = True) -> dict[str, Any]:
@@ -211,6 +211,7 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             policy.set_task(task)
         if cfg.get("sample_levels"):
             set_sample_levels(policy, str(cfg.sample_levels), str(cfg.checkpoint))
+        check_policy_inputs(cfg, policy.shape_meta, f"checkpoint={cfg.checkpoint}")
         mode, cams, size = obs_mode(policy.shape_meta)
         if cfg.get("steer"):
             policy = steer_policy(cfg, policy, task, device)

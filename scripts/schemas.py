@@ -22,6 +22,7 @@ def register(eval_sources: bool = False) -> None:
     from robosteer.policies.value.calql import CalQLConfig
     from robosteer.policies.value.iql import IQLConfig
 
+    register_resolvers()
     store = ConfigStore.instance()
     schemas = {
         "dsrl": DSRLConfig,
@@ -37,6 +38,26 @@ def register(eval_sources: bool = False) -> None:
     if eval_sources:  # robosteer-eval's policy=<source>: what is evaluated, not an architecture
         for name in EVAL_SOURCES:
             store.store(group="policy", name=name, node={"name": name})
+
+
+def obs_keys(*parts: Any) -> list[str]:
+    """``${obs_keys:proprio,${cameras}}`` -> ``[proprio, image/<camera>, ...]``: configs/obs/ names the cameras
+    once and the policy's inputs follow (a string is a key as it is, a list holds camera names)."""
+    keys: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            keys.append(part)
+        else:
+            keys.extend(f"image/{camera}" for camera in part)
+    return keys
+
+
+def register_resolvers() -> None:
+    """OmegaConf resolvers the configs use (idempotent)."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("obs_keys"):
+        OmegaConf.register_new_resolver("obs_keys", obs_keys)
 
 
 # robosteer-eval policy=...: a robosteer-train checkpoint, Meta-World's scripted expert, or a dataset's

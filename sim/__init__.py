@@ -15,7 +15,7 @@ from robosteer.sim.chunking import ActionChunkWrapper
 from robosteer.sim.errors import InvalidChoiceError, TaskNotFoundError
 from robosteer.sim.evaluate import evaluate, wilson_interval
 from robosteer.sim.experts import ScriptedExpert
-from robosteer.sim.metaworld_env import MetaWorldEnv, episode_seed
+from robosteer.sim.metaworld_env import MetaWorldEnv, episode_seed, obs_mode_for_keys
 from robosteer.sim.randomization import RandomizationConfig
 from robosteer.sim.render import CameraRenderer
 from robosteer.sim.tasks import TaskSpec, get_task, list_tasks
@@ -36,6 +36,7 @@ __all__ = [
     "get_task",
     "list_tasks",
     "make_env",
+    "obs_mode_for_keys",
     "wilson_interval",
     "write_video",
 ]

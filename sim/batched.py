@@ -279,7 +279,7 @@ def make_env(
 ) -> BatchedEnv | TorchBatchedEnv:
     """Build the batched env of a Meta-World v3 task (the one entry point scripts and tests use).
 
-    ``obs``: "state" | "image" | "state+image"; ``cameras`` name Meta-World cameras (image obs only);
+    ``obs``: "state" | "image" | "state+image" | "pixels" (proprio + cameras) | "state+pixels"; ``cameras`` name Meta-World cameras (image obs only);
     ``max_episode_steps``: None takes the task's default (sim.tasks), at most 500; ``reward``: "dense"
     (Meta-World's shaped reward) or "sparse" (-1 per step, 0 on a success step); ``obs_history=To``: every
     observation is the window of the last To observations, (B, To, ...) (steering code over chunked envs);

@@ -31,7 +31,7 @@ class ScriptedExpert:
         """Actions for a batch of observations; ``obs["state"]`` is (B, 39) (or a single (39,) state)."""
         if "state" not in obs:
             raise KeyError(
-                f"ScriptedExpert needs obs['state'] (B, 39); got keys {sorted(obs)}: use obs='state' or 'state+image'"
+                f"ScriptedExpert needs obs['state'] (B, 39); got keys {sorted(obs)}: use obs='state', 'state+image' or 'state+pixels'"
             )
         states = np.asarray(obs["state"], dtype=np.float64)
         single = states.ndim == 1

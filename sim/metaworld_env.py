@@ -19,9 +19,32 @@ from robosteer.sim.randomization import RandomizationConfig, Randomizer, as_conf
 from robosteer.sim.render import CameraRenderer, camera_names
 from robosteer.sim.tasks import METAWORLD_MAX_STEPS, get_task, make_metaworld_env
 
-OBS_MODES = ("state", "image", "state+image")
+OBS_MODES = ("state", "image", "state+image", "pixels", "state+pixels")
+# What a real arm measures of itself: the hand's position (3) and the gripper's opening (1), the first four
+# entries of Meta-World's state. The rest (object and goal poses) is privileged: no camera-only robot has it.
+PROPRIO_SLICE = slice(0, 4)
+PROPRIO_DIM = 4
 REWARD_MODES = ("dense", "sparse")
 STATE_DIM = 39
+
+
+def obs_mode_for_keys(keys: list[str] | tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """The observation mode and cameras that produce ``keys`` (``state``, ``proprio``, ``image/<camera>``)."""
+    cams = tuple(k.removeprefix("image/") for k in keys if k.startswith("image/"))
+    unknown = [k for k in keys if k not in ("state", "proprio") and not k.startswith("image/")]
+    if unknown:
+        raise ValueError(
+            f"obs key {unknown[0]!r} is not one Meta-World provides: expected state, proprio or image/<camera>"
+        )
+    state, proprio = "state" in keys, "proprio" in keys
+    if proprio and not cams:
+        raise ValueError(
+            f"obs keys {list(keys)}: proprio comes with camera images (obs=pixels); add image/<camera>"
+        )
+    if not cams:
+        return "state", ()
+    mode = "pixels" if proprio else "image"
+    return (f"state+{mode}" if state else mode), cams
 
 
 def episode_seed(seed: int, index: int) -> int:
@@ -37,7 +60,11 @@ def check_seed(seed: object) -> int:
 
 
 class MetaWorldEnv(gym.Env):
-    """A Meta-World v3 task (goal observable) with ``state`` / ``image/<camera>`` dict observations.
+    """A Meta-World v3 task (goal observable) with ``state`` / ``proprio`` / ``image/<camera>`` dict observations.
+
+    Observation modes: ``state`` (the 39-d privileged vector), ``image`` (cameras only), ``pixels`` (``proprio``,
+    the hand position and gripper opening a real arm measures, plus the cameras), and ``state+image`` /
+    ``state+pixels`` (the same with ``state`` added, for the scripted expert and for diagnostics).
 
     Episode seeds: ``reset(seed=s)`` starts an episode whose initial state depends only on ``s`` and
     re-seeds the stream that later seed-less resets (auto-resets) draw from, so everything after a seeded
@@ -99,11 +126,12 @@ class MetaWorldEnv(gym.Env):
         )
 
         spaces: dict[str, gym.Space] = {}
-        if self.obs_mode in ("state", "state+image"):
-            box = self._mw.sawyer_observation_space
-            spaces["state"] = gym.spaces.Box(
-                box.low.astype(np.float32), box.high.astype(np.float32), dtype=np.float32
-            )
+        box = self._mw.sawyer_observation_space
+        low, high = box.low.astype(np.float32), box.high.astype(np.float32)
+        if self.obs_mode in ("state", "state+image", "state+pixels"):
+            spaces["state"] = gym.spaces.Box(low, high, dtype=np.float32)
+        if self.obs_mode in ("pixels", "state+pixels"):
+            spaces["proprio"] = gym.spaces.Box(low[PROPRIO_SLICE], high[PROPRIO_SLICE], dtype=np.float32)
         for cam in self.cameras:
             shape = (self.image_size, self.image_size, 3)
             spaces[f"image/{cam}"] = gym.spaces.Box(0, 255, shape, dtype=np.uint8)
@@ -176,10 +204,14 @@ class MetaWorldEnv(gym.Env):
 
     def _obs(self, state: np.ndarray) -> dict[str, np.ndarray]:
         obs: dict[str, np.ndarray] = {}
-        if self.obs_mode in ("state", "state+image"):
-            obs["state"] = state.astype(np.float32)  # (39,)
+        if self.obs_mode != "image":
+            full = state.astype(np.float32)  # (39,)
             if self._randomizer is not None:
-                obs["state"] = self._randomizer.observe(obs["state"])
+                full = self._randomizer.observe(full)
+            if self.obs_mode in ("state", "state+image", "state+pixels"):
+                obs["state"] = full
+            if self.obs_mode in ("pixels", "state+pixels"):
+                obs["proprio"] = full[PROPRIO_SLICE].copy()  # (4,) hand xyz, gripper opening
         for cam in self.cameras:
             obs[f"image/{cam}"] = self._renderers[self.image_size].render(self.data, cam)  # (H, W, 3)
         return obs

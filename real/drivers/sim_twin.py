@@ -65,7 +65,9 @@ class _Twin:
         self.cfg = cfg
         self.env = sim.MetaWorldEnv(
             cfg["task"],
-            obs="state",
+            obs=cfg.get("obs", "state"),
+            cameras=tuple(cfg.get("cameras") or ("corner",)),
+            image_size=int(cfg.get("image_size", 84)),
             max_episode_steps=cfg.get("max_episode_steps"),
             seed=int(cfg.get("seed", 0)),
         )
@@ -111,15 +113,24 @@ class _Twin:
         loop = asyncio.get_running_loop()
         loop.call_later(self._delay("out"), lambda: asyncio.ensure_future(deliver()))
 
-    def _obs_msg(self, state: np.ndarray, info: dict[str, Any], done: bool) -> dict[str, Any]:
-        if self.obs_noise_std > 0:
-            state = state + self.np_rng.normal(0.0, self.obs_noise_std, size=state.shape).astype(np.float32)
+    def _obs_msg(self, obs: dict[str, np.ndarray], info: dict[str, Any], done: bool) -> dict[str, Any]:
+        """Every observation key as it is (images stay uint8 on the wire); noise on the measured floats."""
+        out = {}
+        for key, value in obs.items():
+            if value.dtype != np.uint8:
+                noise = (
+                    self.np_rng.normal(0.0, self.obs_noise_std, size=value.shape).astype(np.float32)
+                    if self.obs_noise_std > 0
+                    else 0.0
+                )
+                value = (value + noise).astype(np.float32)
+            out[key] = value
         self.seq += 1
         return {
             "type": "obs",
             "seq": self.seq,
             "timestamp": time.time(),
-            "state": state.astype(np.float32),
+            "obs": out,
             "info": {**info, "done": done},
         }
 
@@ -153,7 +164,7 @@ class _Twin:
             self.last_action = np.zeros(4)
             self.active = True
             info = {"step": 0, "success": False, "reward": 0.0, "episode_seed": int(info["episode_seed"])}
-            reply = self._obs_msg(obs["state"], info, done=False)
+            reply = self._obs_msg(obs, info, done=False)
             reply["type"] = "reset_ok"
             reply["id"] = msg.get("id")
             self._send_later(reply)
@@ -190,7 +201,7 @@ class _Twin:
         if done:
             self.active = False
             out_info["twin_stats"] = dict(self.stats)
-        self._send_later(self._obs_msg(obs["state"], out_info, done), reliable=done)
+        self._send_later(self._obs_msg(obs, out_info, done), reliable=done)
 
     async def clock(self) -> None:
         next_t = time.monotonic()
@@ -242,6 +253,10 @@ class _Twin:
                     "max_episode_steps": self.env.max_episode_steps,
                     "state_dim": 39,
                     "action_dim": 4,
+                    "obs_spec": {  # key -> [shape, dtype] of every observation the twin streams
+                        k: [list(space.shape), str(space.dtype)]
+                        for k, space in self.env.observation_space.spaces.items()
+                    },
                     "workspace_low": np.asarray(mw.mocap_low, dtype=np.float64),
                     "workspace_high": np.asarray(mw.mocap_high, dtype=np.float64),
                     "delta_scale": float(mw.action_scale),
@@ -316,7 +331,9 @@ class SimTwinRobot(Robot):
         task: Meta-World task of the twin.
         rate_hz: the twin's control rate (80 = Meta-World real time).
         latency_ms: injected round-trip delay (half each way); jitter_ms: extra uniform one-way delay.
-        obs_noise_std: Gaussian noise on the state; drop_prob: streaming-packet loss probability.
+        obs_noise_std: Gaussian noise on the state (and proprio); drop_prob: streaming-packet loss probability.
+        obs: what the twin streams, a sim observation mode ("state"; "pixels": proprio + camera images, as a
+            real arm's drivers give them); cameras, image_size: the rendered views (obs other than "state").
         spawn: start the twin process here; False connects to a twin already listening on ``port``.
         token: the twin's link token; with ``spawn`` a fresh one is generated per connect when None,
             without it the token of the twin listening on ``port`` (it refuses any other).
@@ -340,8 +357,15 @@ class SimTwinRobot(Robot):
         timeout_s: float = 10.0,
         control_mode: str | None = None,
         token: str | None = None,
+        obs: str = "state",
+        cameras: tuple[str, ...] | list[str] = ("corner",),
+        image_size: int = 84,
     ) -> None:
         super().__init__(control_mode)
+        from robosteer.sim.metaworld_env import OBS_MODES
+
+        if obs not in OBS_MODES:
+            raise ValueError(f"obs={obs!r} is not valid for the sim twin: expected one of {list(OBS_MODES)}")
         if not 0.0 <= drop_prob < 1.0:
             raise ValueError(f"drop_prob={drop_prob} is not valid: expected 0 <= drop_prob < 1")
         if rate_hz <= 0 or latency_ms < 0 or jitter_ms < 0:
@@ -360,6 +384,9 @@ class SimTwinRobot(Robot):
             "max_episode_steps": max_episode_steps,
             "host": host,
             "port": int(port),
+            "obs": obs,
+            "cameras": list(cameras),
+            "image_size": int(image_size),
         }
         self.spawn = spawn
         self._token = token  # never in self.cfg: that dict is what callers may record
@@ -384,7 +411,16 @@ class SimTwinRobot(Robot):
 
     @property
     def observation_spec(self) -> dict[str, ArraySpec]:
-        return {"state": ArraySpec((39,), "float32")}
+        spec = self.twin.get("obs_spec")
+        if spec is None:  # before connect: what the configured mode will stream
+            keys = {"state": ((39,), "float32")} if "state" in self.cfg["obs"] else {}
+            if "pixels" in self.cfg["obs"]:
+                keys["proprio"] = ((4,), "float32")
+            if self.cfg["obs"] != "state":
+                size = self.cfg["image_size"]
+                keys |= {f"image/{c}": ((size, size, 3), "uint8") for c in self.cfg["cameras"]}
+            return {k: ArraySpec(shape, dtype) for k, (shape, dtype) in keys.items()}
+        return {k: ArraySpec(tuple(shape), dtype) for k, (shape, dtype) in spec.items()}
 
     @property
     def is_connected(self) -> bool:
@@ -443,7 +479,7 @@ class SimTwinRobot(Robot):
                     continue
                 if msg["type"] == "obs":
                     ob = Observation(
-                        {"state": msg["state"]}, float(msg["timestamp"]), int(msg["seq"]), dict(msg["info"])
+                        dict(msg["obs"]), float(msg["timestamp"]), int(msg["seq"]), dict(msg["info"])
                     )
                     with self._obs_lock:
                         if self._latest is None or ob.seq > self._latest.seq:
@@ -489,7 +525,7 @@ class SimTwinRobot(Robot):
     def reset(self, seed: int | None = None) -> Observation:
         reply = self._request({"type": "reset", "seed": seed}, "reset_ok")
         ob = Observation(
-            {"state": reply["state"]}, float(reply["timestamp"]), int(reply["seq"]), dict(reply["info"])
+            dict(reply["obs"]), float(reply["timestamp"]), int(reply["seq"]), dict(reply["info"])
         )
         with self._obs_lock:
             self._latest = ob
@@ -546,7 +582,8 @@ class SimTwinRobot(Robot):
             "delta_scale": float(self.twin.get("delta_scale", 0.01)),
             "workspace_low": [float(v) for v in self.twin.get("workspace_low", [-0.5, 0.4, 0.05])],
             "workspace_high": [float(v) for v in self.twin.get("workspace_high", [0.5, 1.0, 0.5])],
-            "position_key": "state",
+            # the hand's xyz: the first three entries of state, and of proprio (obs=pixels streams no state)
+            "position_key": "state" if "state" in self.cfg["obs"] else "proprio",
             "position_slice": [0, 3],
         }
 

@@ -130,3 +130,43 @@ def test_identity_fast_path_equals_the_general_path():
         fast = enc(obs)
         enc._identity = False
         assert torch.equal(fast, enc(obs)) and fast.shape == (4, enc.out_dim)
+
+
+def test_random_crop_in_training_centre_crop_in_evaluation() -> None:
+    """diffusion_policy's augmentation: a random window per image in training, the centre one in evaluation."""
+    enc = ImageEncoder((10, 20, 3), channels=(4,), num_kp=2, feature_dim=3, crop=0.8)
+    assert enc.crop == (8, 16)
+    x = torch.arange(6 * 10 * 20 * 3, dtype=torch.float32).reshape(6, 10, 20, 3)
+    enc.eval()
+    torch.testing.assert_close(enc._crop(x), x[:, 1:9, 2:18])
+    enc.train()
+    torch.manual_seed(0)
+    crops = enc._crop(x.repeat(20, 1, 1, 1))  # (120, 8, 16, 3)
+    assert crops.shape == (120, 8, 16, 3)
+    tops = (crops[:, 0, 0, 0] - x[0, 0, 0, 0]) // (20 * 3) % 10  # the row each window starts at
+    lefts = (crops[:, 0, 0, 0] // 3) % 20
+    assert set(tops.long().tolist()) == {0, 1, 2} and set(lefts.long().tolist()) == set(range(5))
+    for i in (0, 7, 119):  # each window is a contiguous block of its own image
+        t, left = int(tops[i]), int(lefts[i])
+        torch.testing.assert_close(crops[i], x[i % 6, t : t + 8, left : left + 16])
+    assert enc(x).shape == (6, 3)
+
+
+def test_resnet18_is_diffusion_policys_layout() -> None:
+    enc = ImageEncoder((32, 32, 3), num_kp=32, feature_dim=64, arch="resnet18")
+    convs = [m for m in enc.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size != (1, 1)]
+    assert len(convs) == 17  # the stem + 8 basic blocks x 2 (ResNet-18 minus its fc)
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in enc.modules())
+    assert {m.num_channels // m.num_groups for m in enc.modules() if isinstance(m, torch.nn.GroupNorm)} == {
+        16
+    }
+    n_params = sum(p.numel() for p in enc.blocks.parameters()) + sum(p.numel() for p in enc.stem.parameters())
+    assert 11.0e6 < n_params < 11.3e6  # torchvision's ResNet-18 trunk: 11.18M weights
+    assert enc(torch.rand(2, 32, 32, 3)).shape == (2, 64)
+
+
+def test_bad_encoder_choices_are_refused() -> None:
+    with pytest.raises(ValueError, match="rgb_arch 'resnet50' is not valid"):
+        ImageEncoder((16, 16, 3), arch="resnet50")
+    with pytest.raises(ValueError, match="kept fraction"):
+        ImageEncoder((16, 16, 3), crop=1.5)

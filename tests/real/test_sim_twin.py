@@ -69,6 +69,26 @@ def test_reset_commands_and_stale_commands(twin: SimTwinRobot) -> None:
     twin.stop()
 
 
+def test_a_pixels_twin_streams_proprio_and_uint8_images_at_80_hz() -> None:
+    """obs=pixels: what a camera-only arm gives, no state; images stay uint8 on the wire."""
+    with SimTwinRobot(
+        "push-v3", obs="pixels", cameras=["corner"], image_size=32, max_episode_steps=60
+    ) as robot:
+        assert set(robot.observation_spec) == {"proprio", "image/corner"}
+        assert robot.observation_spec["image/corner"].shape == (32, 32, 3)
+        assert robot.safety_defaults()["position_key"] == "proprio"
+        ob = robot.reset(seed=5)
+        assert set(ob.data) == {"proprio", "image/corner"} and ob.data["image/corner"].dtype == np.uint8
+        seq0 = ob.seq
+        for _ in range(8):
+            robot.send_action(np.array([0.0, 0.0, 1.0, 0.0]))
+            time.sleep(1 / 80)
+        time.sleep(0.1)
+        ob = robot.get_observation()
+        assert ob.seq >= seq0 + 8 and float(ob.data["proprio"][2]) > 0.0
+        robot.stop()
+
+
 def test_twin_refuses_another_protocol_version(twin: SimTwinRobot) -> None:
     from websockets.sync.client import connect
 

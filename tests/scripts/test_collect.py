@@ -10,17 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _ctrl_c import ctrl_c_when
-from omegaconf import OmegaConf
 
 from robosteer.policies.data import open_dataset
+from robosteer.scripts.cli import _compose
 from robosteer.scripts.collect import collect, episode_seed
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cfg(**over):
-    cfg = OmegaConf.load(ROOT / "configs" / "collect.yaml")
-    cfg.pop("hydra")
+    cfg = _compose("collect", [])  # the CLI's composition (the obs= group sets obs_keys)
     cfg.progress = False
     for k, v in over.items():
         cfg[k] = v

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from robosteer.policies import make_policy
 from robosteer.scripts.collect import collect
@@ -28,8 +27,9 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_replay_regenerates_the_dataset_exactly(tmp_path):
-    cfg = OmegaConf.load(ROOT / "configs" / "collect.yaml")
-    cfg.pop("hydra")
+    from robosteer.scripts.cli import _compose
+
+    cfg = _compose("collect", [])  # the CLI's composition (the obs= group sets obs_keys)
     cfg.task, cfg.episodes, cfg.progress, cfg.action_noise_std = "push-v3", 3, False, 0.2
     m = collect(cfg, tmp_path)
     r = replay_dataset(m["dataset"], None, progress=False)

@@ -1,0 +1,200 @@
+"""Policies from pixels (``obs=pixels``: proprio + one camera, no privileged state) beside the same policies
+from state, on the same demos and wall budget; the encoders' training throughput; env steps/s with images.
+
+Three parts, each appending rows (``part``: encoders | env | train) to ``--rows``:
+
+- ``encoders``: samples/s of one Diffusion Policy training step (forward, backward, AdamW) on a batch of
+  84 px images at To=2, per encoder (ours ``small`` at two widths, diffusion_policy's ResNet-18), in this
+  process; the bare denoiser step on the same batch without images is the floor.
+- ``env``: env steps/s of one env, state-only against ``obs=pixels`` at 84 and 64 px.
+- ``train``: ``robosteer-train obs=<obs> policy=<p>`` on ``--demos`` push-v3 (etc.) demos collected with
+  ``obs=pixels`` (the file holds state too, so both columns train on the same episodes), capped at
+  ``--minutes`` of training, then 100 unseen evaluation episodes. Data vs update time come from the run.
+
+Run: ``python benchmarks/pixels.py encoders env`` (minutes), ``python benchmarks/pixels.py train --tasks push-v3
+--policies diffusion --obs pixels state --seeds 0 1`` (45 min of CPU per cell).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np
+from results_tables import append_row
+
+from robosteer.scripts.common import run_module
+
+ROOT = Path(__file__).resolve().parents[1]
+ENCODERS: dict[str, dict] = {  # name -> policy overrides (the defaults are configs/policy/diffusion.yaml's)
+    "small [16,32,32] (default)": {"rgb_channels": (16, 32, 32), "rgb_crop": 0.9},
+    "small [32,64,128]": {"rgb_channels": (32, 64, 128), "rgb_crop": 0.9},
+    "resnet18 (diffusion_policy)": {"rgb_arch": "resnet18", "rgb_crop": 0.9},
+}
+
+
+def encoder_rows(batch: int, seconds: float, threads: int) -> list[dict]:
+    """samples/s of a full training step per encoder; the denoiser alone on proprio is the floor."""
+    import torch
+
+    from robosteer.policies.data.stats import compute_stats
+    from robosteer.policies.registry import make_policy
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    lowdim = {"proprio": {"shape": [4], "type": "low_dim"}}
+    image = {"image/corner": {"shape": [84, 84, 3], "type": "rgb"}}
+    rand = np.random.default_rng(0)
+    stats = compute_stats(
+        {k: [rand.standard_normal((100, 4)).astype(np.float32)] for k in ("proprio", "action")}
+    )
+    rows = []
+    for name, overrides, obs in [("no images (floor)", {}, lowdim)] + [
+        (n, o, {**lowdim, **image}) for n, o in ENCODERS.items()
+    ]:
+        policy = make_policy("diffusion", {"obs": obs, "action": {"shape": [4]}}, stats, **overrides)
+        policy.train()
+        opt = torch.optim.AdamW(policy.parameters(), 1e-4)
+        b = {"obs": {"proprio": torch.randn(batch, 2, 4)}, "action": torch.randn(batch, 16, 4)}
+        if "image/corner" in obs:
+            b["obs"]["image/corner"] = torch.randint(0, 256, (batch, 2, 84, 84, 3), dtype=torch.uint8)
+        steps, start = 0, 0.0
+        while steps < 3 or time.perf_counter() - start < seconds:
+            if steps == 2:  # two warm-up steps
+                start = time.perf_counter()
+            loss, _ = policy.loss(b)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            steps += 1
+        per_s = batch * (steps - 2) / (time.perf_counter() - start)
+        params = sum(p.numel() for p in policy.obs_encoder.parameters())
+        rows.append(
+            {
+                "encoder": name,
+                "batch_size": batch,
+                "threads": threads,
+                "samples_per_s": per_s,
+                "encoder_params": params,
+            }
+        )
+        print(f"| {name} | {params / 1e6:.2f}M | {per_s:.0f} |", flush=True)
+    return rows
+
+
+def env_rows(task: str, seconds: float) -> list[dict]:
+    """Env steps/s of one env: state-only, then proprio + one 84 / 64 px camera."""
+    from robosteer import sim
+
+    rows = []
+    for obs, size in (("state", 0), ("pixels", 84), ("pixels", 64)):
+        kw = {"image_size": size, "cameras": ("corner",)} if size else {}
+        with sim.make_env(task, obs=obs, **kw) as env:
+            env.reset(seed=0)
+            action = np.zeros((1, 4), np.float32)
+            n, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                env.step(action)
+                n += 1
+            per_s = n / (time.perf_counter() - start)
+        rows.append({"task": task, "obs": obs, "image_size": size, "env_steps_per_s": per_s})
+        print(f"| {obs} | {size or '-'} | {per_s:,.0f} |", flush=True)
+    return rows
+
+
+def tb_split(run: Path) -> tuple[float | None, float | None]:
+    """Mean data and update seconds per step over the run's TensorBoard scalars."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run / "tb"))
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    mean = lambda t: float(np.mean([e.value for e in acc.Scalars(t)])) if t in tags else None  # noqa: E731
+    return mean("time/data_s_per_step"), mean("time/update_s_per_step")
+
+
+def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
+    rows = []
+    for task in args.tasks:
+        demos = out / f"{task}_demos"
+        if not (demos / "metrics.json").exists():
+            collect = ["robosteer.scripts.collect", f"task={task}", f"episodes={args.demos}", "obs=pixels"]
+            run_module([*collect, "progress=false", f"out={demos}"], out / f"{task}_collect.log", ROOT)
+        for policy in args.policies:
+            for obs in args.obs:
+                for seed in args.seeds:
+                    run = out / f"{task}_{policy}_{obs}_s{seed}"
+                    train = ["robosteer.scripts.train", f"policy={policy}", f"obs={obs}", f"seed={seed}"]
+                    train += [f"dataset={demos / 'demos.hdf5'}", f"steps={args.steps}"]
+                    train += [f"max_minutes={args.minutes}", f"task={task}", f"eval_episodes={args.episodes}"]
+                    train += ["progress=false", f"out={run}"]
+                    if not (run / "metrics.json").exists():
+                        run_module(train, run.with_suffix(".log"), ROOT)
+                    m = json.loads((run / "metrics.json").read_text())
+                    data_s, update_s = tb_split(run)
+                    row = {"task": task, "policy": policy, "obs": obs, "seed": seed, "demos": args.demos}
+                    row |= {
+                        k: m[k]
+                        for k in ("steps", "batch_size", "samples_per_s", "wall_time_s", "success_rate")
+                    }
+                    row |= {
+                        "episodes": args.episodes,
+                        "minutes": args.minutes,
+                        "data_s_per_step": data_s,
+                        "update_s_per_step": update_s,
+                        "num_params": m["num_params"],
+                    }
+                    rows.append(row)
+                    print(
+                        f"| {task} | {policy} | {obs} | {seed} | {m['steps']} | {m['samples_per_s']:.0f} | "
+                        f"{m['wall_time_s'] / 60:.1f} | {m['success_rate']:.2f} |",
+                        flush=True,
+                    )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("parts", nargs="+", choices=["encoders", "env", "train"])
+    parser.add_argument("--seconds", type=float, default=10.0, help="encoders / env: measuring time per cell")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--tasks", nargs="+", default=["push-v3"])
+    parser.add_argument("--policies", nargs="+", default=["diffusion"])
+    parser.add_argument("--obs", nargs="+", default=["pixels"], choices=["pixels", "state"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--demos", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=15000, help="the LR schedule's length")
+    parser.add_argument("--minutes", type=float, default=42.0, help="training wall budget per cell")
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench" / "pixels")
+    parser.add_argument("--rows", default="docs/results/pixels.jsonl")
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    for part in args.parts:
+        if part == "encoders":
+            print("| encoder | params | training samples/s |\n|---|---:|---:|")
+            rows = encoder_rows(args.batch_size, args.seconds, args.threads)
+        elif part == "env":
+            print("| obs | image px | env steps/s |\n|---|---:|---:|")
+            rows = env_rows(args.tasks[0], args.seconds)
+        else:
+            print(
+                "| task | policy | obs | seed | steps | samples/s | train min | success |\n|---|---|---|---:|---:|---:|---:|---:|"
+            )
+            rows = train_rows(args, out)
+        for row in rows:
+            append_row(args.rows, {"part": part, **row})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,25 @@
+"""Planted faults in the pixels path: what a policy sees without the privileged state; ``run.py -k pixels``."""
+
+FAULTS = [
+    {
+        "name": "pixels: evaluation crops a corner of the image instead of its centre",
+        "file": "policies/encoders.py",
+        "old": "            top, left = (h - ch) // 2, (w - cw) // 2\n",
+        "new": "            top, left = 0, 0\n",
+        "tests": ["tests/policies/test_encoders.py"],
+    },
+    {
+        "name": "pixels: proprio leaks the object's position (state[:7] instead of hand + gripper)",
+        "file": "sim/metaworld_env.py",
+        "old": "PROPRIO_SLICE = slice(0, 4)\n",
+        "new": "PROPRIO_SLICE = slice(0, 7)\n",
+        "tests": ["tests/sim/test_sim_pixels.py"],
+    },
+    {
+        "name": "pixels: obs=pixels lets a policy that reads state through",
+        "file": "scripts/common.py",
+        "old": "    if privileged:\n        raise UsageError(",
+        "new": "    if privileged and False:\n        raise UsageError(",
+        "tests": ["tests/scripts/test_obs_presets.py"],
+    },
+]
