@@ -89,19 +89,11 @@ def encoder_rows(batch: int, seconds: float, threads: int) -> list[dict]:
 
 def env_rows(task: str, seconds: float) -> list[dict]:
     """Env steps/s of one env: state-only, then proprio + one 84 / 64 px camera."""
-    from robosteer import sim
+    from render_speed import image_env_steps_per_s
 
     rows = []
     for obs, size in (("state", 0), ("pixels", 84), ("pixels", 64)):
-        kw = {"image_size": size, "cameras": ("corner",)} if size else {}
-        with sim.make_env(task, obs=obs, **kw) as env:
-            env.reset(seed=0)
-            action = np.zeros((1, 4), np.float32)
-            n, start = 0, time.perf_counter()
-            while time.perf_counter() - start < seconds:
-                env.step(action)
-                n += 1
-            per_s = n / (time.perf_counter() - start)
+        per_s = image_env_steps_per_s(task, size or 84, seconds, obs, ("corner",))
         rows.append({"task": task, "obs": obs, "image_size": size, "env_steps_per_s": per_s})
         print(f"| {obs} | {size or '-'} | {per_s:,.0f} |", flush=True)
     return rows

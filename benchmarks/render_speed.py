@@ -42,9 +42,11 @@ def images_per_s(task: str, size: int, tuned: bool, seconds: float) -> float:
             renderer.close()
 
 
-def image_env_steps_per_s(task: str, size: int, seconds: float) -> float:
-    """Env steps/s of a one-env batched env with state + one camera image observation."""
-    with sim.make_env(task, obs="state+image", image_size=size) as env:
+def image_env_steps_per_s(
+    task: str, size: int, seconds: float, obs: str = "state+image", cameras: tuple[str, ...] = ("corner2",)
+) -> float:
+    """Env steps/s of a one-env batched env with ``obs`` (default: state + one camera image)."""
+    with sim.make_env(task, obs=obs, image_size=size, cameras=cameras) as env:
         env.reset(seed=0)
         action = np.zeros((1, 4), np.float32)
         n, start = 0, time.perf_counter()
