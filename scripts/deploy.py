@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from robosteer.scripts.common import (
     UsageError,
     atomic_write_text,
+    check_policy_inputs,
     console_main,
     exit_codes,
     format_table,
@@ -129,6 +130,7 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     stage = "loading the policy"
     try:
         policy = load_chunk_policy(cfg)
+        check_policy_inputs(cfg, policy.shape_meta, f"policy={cfg.policy_source}")
         task = cfg.task or getattr(policy, "task", None)
         if cfg.robot.name == "sim_twin":
             if not task:

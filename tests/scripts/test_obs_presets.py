@@ -42,6 +42,9 @@ def test_obs_pixels_refuses_a_policy_that_reads_state() -> None:
         cfg, {"obs": {"proprio": {}, "image/corner2": {}}}, "checkpoint=x"
     )  # cameras follow it
     check_policy_inputs(_compose("eval", ["checkpoint=x"]), {"obs": {"state": {}}}, "checkpoint=x")  # no obs=
+    deploy = _compose("deploy", ["policy_source=x", "obs=pixels"])
+    with pytest.raises(UsageError, match="withholds"):
+        check_policy_inputs(deploy, {"obs": {"state": {}}}, "policy=x")
 
 
 def test_unknown_preset_is_one_line(capsys) -> None:
