@@ -20,7 +20,7 @@ install: $(STAMP)
 test: $(STAMP) typecheck
 	$(PY) -m ruff check .
 	$(PY) benchmarks/results_tables.py
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=20
 
 # Every fenced README results table equals what its rows under docs/results/ give (no simulation, ~1 s).
 check-tables: $(STAMP)

@@ -125,6 +125,8 @@ def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
                     train += [f"dataset={demos / 'demos.hdf5'}", f"steps={args.steps}"]
                     train += [f"max_minutes={args.minutes}", f"task={task}", f"eval_episodes={args.episodes}"]
                     train += ["progress=false", f"out={run}"]
+                    if args.stop_at_step:
+                        train += [f"stop_at_step={args.stop_at_step}"]
                     if not (run / "metrics.json").exists():
                         run_module(train, run.with_suffix(".log"), ROOT)
                     m = json.loads((run / "metrics.json").read_text())
@@ -165,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--demos", type=int, default=100)
     parser.add_argument("--steps", type=int, default=15000, help="the LR schedule's length")
     parser.add_argument("--minutes", type=float, default=42.0, help="training wall budget per cell")
+    parser.add_argument(
+        "--stop-at-step", type=int, default=None, help="also stop here (a budget in steps, not load-dependent)"
+    )
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench" / "pixels")
     parser.add_argument("--rows", default="docs/results/pixels.jsonl")
