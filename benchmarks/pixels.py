@@ -6,7 +6,8 @@ Three parts, each appending rows (``part``: encoders | env | train) to ``--rows`
 - ``encoders``: samples/s of one Diffusion Policy training step (forward, backward, AdamW) on a batch of
   84 px images at To=2, per encoder (ours ``small`` at two widths, diffusion_policy's ResNet-18), in this
   process; the bare denoiser step on the same batch without images is the floor.
-- ``env``: env steps/s of one env, state-only against ``obs=pixels`` at 84 and 64 px.
+- ``env``: env steps/s of one env, state-only against ``obs=pixels`` at 84 and 64 px, and chunked (Ta=8, To=2)
+  with images rendered at every step against only at the steps a chunked policy reads (``render=policy_steps``).
 - ``train``: ``robosteer-train obs=<obs> policy=<p>`` on ``--demos`` push-v3 (etc.) demos collected with
   ``obs=pixels`` (the file holds state too, so both columns train on the same episodes), capped at
   ``--minutes`` of training, then 100 unseen evaluation episodes. Data vs update time come from the run.
@@ -74,28 +75,43 @@ def encoder_rows(batch: int, seconds: float, threads: int) -> list[dict]:
             steps += 1
         per_s = batch * (steps - 2) / (time.perf_counter() - start)
         params = sum(p.numel() for p in policy.obs_encoder.parameters())
-        rows.append(
-            {
-                "encoder": name,
-                "batch_size": batch,
-                "threads": threads,
-                "samples_per_s": per_s,
-                "encoder_params": params,
-            }
-        )
+        row = {"encoder": name, "batch_size": batch, "threads": threads}
+        rows.append(row | {"samples_per_s": per_s, "encoder_params": params})
         print(f"| {name} | {params / 1e6:.2f}M | {per_s:.0f} |", flush=True)
     return rows
 
 
+def chunked_env_steps_per_s(task: str, size: int, seconds: float, render: str) -> float:
+    """Env steps/s of one chunked env (Ta=8, To=2 windows, obs=pixels), as the steering loop steps it."""
+    from robosteer import sim
+
+    kw = dict(
+        obs="pixels", cameras=("corner",), image_size=size, action_chunk=8, obs_history=2, render=render
+    )
+    with sim.make_env(task, **kw) as env:
+        env.reset(seed=0)
+        chunk = np.zeros((1, 8, 4), np.float32)
+        executed, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            executed += int(env.step(chunk)[4]["steps_executed"][0])
+        return executed / (time.perf_counter() - start)
+
+
 def env_rows(task: str, seconds: float) -> list[dict]:
-    """Env steps/s of one env: state-only, then proprio + one 84 / 64 px camera."""
+    """Env steps/s of one env: state-only, proprio + one 84 / 64 px camera, and chunked with each render mode."""
     from render_speed import image_env_steps_per_s
 
     rows = []
-    for obs, size in (("state", 0), ("pixels", 84), ("pixels", 64)):
-        per_s = image_env_steps_per_s(task, size or 84, seconds, obs, ("corner",))
-        rows.append({"task": task, "obs": obs, "image_size": size, "env_steps_per_s": per_s})
-        print(f"| {obs} | {size or '-'} | {per_s:,.0f} |", flush=True)
+    cells = [("state", 0, "every_step", 1), ("pixels", 84, "every_step", 1), ("pixels", 64, "every_step", 1)]
+    cells += [("pixels", 84, "every_step", 8), ("pixels", 84, "policy_steps", 8)]
+    for obs, size, render, chunk in cells:
+        if chunk == 1:
+            per_s = image_env_steps_per_s(task, size or 84, seconds, obs, ("corner",))
+        else:
+            per_s = chunked_env_steps_per_s(task, size, seconds, render)
+        row = {"task": task, "obs": obs, "image_size": size, "render": render, "chunk": chunk}
+        rows.append(row | {"env_steps_per_s": per_s})
+        print(f"| {obs} | {size or '-'} | {chunk} | {render} | {per_s:,.0f} |", flush=True)
     return rows
 
 
@@ -168,7 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=15000, help="the LR schedule's length")
     parser.add_argument("--minutes", type=float, default=42.0, help="training wall budget per cell")
     parser.add_argument(
-        "--stop-at-step", type=int, default=None, help="also stop here (a budget in steps, not load-dependent)"
+        "--stop-at-step",
+        type=int,
+        default=None,
+        help="also stop here (a budget in steps, not load-dependent)",
     )
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench" / "pixels")
@@ -181,14 +200,14 @@ def main(argv: list[str] | None = None) -> int:
             print("| encoder | params | training samples/s |\n|---|---:|---:|")
             rows = encoder_rows(args.batch_size, args.seconds, args.threads)
         elif part == "env":
-            print("| obs | image px | env steps/s |\n|---|---:|---:|")
+            print("| obs | image px | chunk | render | env steps/s |\n|---|---:|---:|---|---:|")
             rows = env_rows(args.tasks[0], args.seconds)
         else:
             print(
                 "| task | policy | obs | seed | steps | samples/s | train min | success |\n|---|---|---|---:|---:|---:|---:|---:|"
             )
             rows = train_rows(args, out)
-        for row in rows:
+        for row in rows if args.rows else []:  # --rows '': print only
             append_row(args.rows, {"part": part, **row})
     return 0
 

@@ -37,15 +37,22 @@ from robosteer.sim.randomization import RandomizationConfig, as_config
 VECTORIZATIONS = ("sync", "async")
 
 
+RENDER_MODES = ("every_step", "policy_steps")
+
+
 def _make_single_env(
-    kwargs: dict[str, Any], action_chunk: int | None, obs_history: int | None = None
+    kwargs: dict[str, Any],
+    action_chunk: int | None,
+    obs_history: int | None = None,
+    render: str = "every_step",
 ) -> gym.Env:
     """Worker-side constructor (module level so async workers can unpickle it)."""
     env: gym.Env = MetaWorldEnv(**kwargs)
     if obs_history is not None:  # below the chunk wrapper: the window advances every executed step
         env = ObsHistoryWrapper(env, obs_history)
     if action_chunk is not None:
-        env = ActionChunkWrapper(env, action_chunk)
+        render_last = (obs_history or 1) if render == "policy_steps" else None
+        env = ActionChunkWrapper(env, action_chunk, render_last)
     return env
 
 
@@ -67,12 +74,14 @@ class BatchedEnv:
         vectorization: str = "sync",
         obs_history: int | None = None,
         randomization: RandomizationConfig | dict[str, Any] | None = None,
+        render: str = "every_step",
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
             raise ValueError(f"num_envs={num_envs!r} is not valid: expected an int >= 1")
         if isinstance(cameras, str):
             cameras = (cameras,)
         check_choice("vectorization", vectorization, VECTORIZATIONS)
+        self.render_steps = check_choice("render", render, RENDER_MODES)
         self.seed = check_seed(seed)
         self.num_envs = int(num_envs)
         self.vectorization = vectorization
@@ -91,7 +100,9 @@ class BatchedEnv:
             randomization=self.randomization,
         )
         # Build env 0 here first: it validates every argument with a clear error before any worker starts.
-        probe = _make_single_env({**common, "env_index": 0}, self.action_chunk, self.obs_history)
+        probe = _make_single_env(
+            {**common, "env_index": 0}, self.action_chunk, self.obs_history, self.render_steps
+        )
         base: MetaWorldEnv = probe.unwrapped  # type: ignore[assignment]
         self.task = base.task
         self.obs_mode = base.obs_mode
@@ -104,7 +115,11 @@ class BatchedEnv:
         self.frame_skip = base.frame_skip
         fns = [
             functools.partial(
-                _make_single_env, {**common, "env_index": i}, self.action_chunk, self.obs_history
+                _make_single_env,
+                {**common, "env_index": i},
+                self.action_chunk,
+                self.obs_history,
+                self.render_steps,
             )
             for i in range(self.num_envs)
         ]
@@ -274,6 +289,7 @@ def make_env(
     reward: str = "dense",
     obs_history: int | None = None,
     randomization: RandomizationConfig | dict[str, Any] | None = None,
+    render: str = "every_step",
     impl: str = "cpu",
     **isaac_kwargs: Any,
 ) -> BatchedEnv | TorchBatchedEnv:
@@ -285,6 +301,9 @@ def make_env(
     observation is the window of the last To observations, (B, To, ...) (steering code over chunked envs);
     ``randomization``: a ``sim.RandomizationConfig`` or dict (configs/randomization/*.yaml) of per-episode
     domain randomization, noise and actuation latency; None (or all-nominal) changes nothing.
+    ``render``: "every_step", or "policy_steps" with ``action_chunk``: camera images are rendered only for
+    the observations a chunked policy reads (a chunk's last To steps, the last To before the time limit, an
+    episode's end); the skipped steps repeat the last frame (at To=2, Ta=8: 2 renders per chunk instead of 8).
     ``impl``: "cpu" (this) or an Isaac backend, "isaaclab" | "isaacgym" (MuJoCo Playground's switch): then
     ``task`` is an Isaac task id, ``isaac_kwargs`` go to ``sim.isaac.make_isaac_env`` and outputs are numpy
     unless ``output="torch"``; Meta-World-only options must keep their defaults.
@@ -308,6 +327,7 @@ def make_env(
         vectorization=vectorization,
         obs_history=obs_history,
         randomization=randomization,
+        render=render,
     )
 
 
@@ -330,6 +350,7 @@ def _make_isaac(
         "vectorization",
         "reward",
         "randomization",
+        "render",
     ):
         if given[name] != defaults[name].default:
             raise ValueError(

@@ -21,11 +21,15 @@ class ActionChunkWrapper(gym.Wrapper):
     ``step_success`` (Ta,) bool per chunk step (False for steps not executed), ``steps_executed`` int.
     """
 
-    def __init__(self, env: gym.Env, chunk: int) -> None:
+    def __init__(self, env: gym.Env, chunk: int, render_last: int | None = None) -> None:
         super().__init__(env)
         if isinstance(chunk, bool) or not isinstance(chunk, int | np.integer) or chunk < 1:
             raise ValueError(f"action_chunk={chunk!r} is not valid: expected an int >= 1 (e.g. 8) or None")
         self.chunk = int(chunk)
+        # render="policy_steps": camera images only for the chunk's last ``render_last`` steps (the window the
+        # policy reads, To), the last ``render_last`` steps before the time limit, and the step that ends an
+        # episode; the others repeat the last rendered frame. None: every step renders.
+        self.render_last = None if render_last is None else int(render_last)
         inner = env.action_space
         low = np.broadcast_to(inner.low, (self.chunk, *inner.shape))
         high = np.broadcast_to(inner.high, (self.chunk, *inner.shape))
@@ -41,12 +45,18 @@ class ActionChunkWrapper(gym.Wrapper):
         step_success = np.zeros(self.chunk, dtype=bool)  # (Ta,)
         total = 0.0
         terminated = truncated = False
+        base = self.env.unwrapped
+        lazy = self.render_last is not None and bool(getattr(base, "cameras", ()))
         for t in range(self.chunk):
+            if lazy:
+                base.render_images = t >= self.chunk - self.render_last or base.steps_left <= self.render_last
             obs, reward, terminated, truncated, info = self.env.step(actions[t])
             total += float(reward)
             step_success[t] = bool(info.get("success", False))
             if terminated or truncated:
                 break
+        if lazy:
+            base.render_images = True
         info = dict(info)
         info.update(success=bool(step_success.any()), step_success=step_success, steps_executed=t + 1)
         return obs, total, terminated, truncated, info

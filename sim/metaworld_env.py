@@ -138,6 +138,10 @@ class MetaWorldEnv(gym.Env):
         self.observation_space = gym.spaces.Dict(spaces)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (4,), dtype=np.float32)
 
+        # False (set per step by a chunk wrapper with render="policy_steps"): this step's images repeat the last
+        # rendered frames, as a camera that was not read. The step that ends an episode always renders.
+        self.render_images = True
+        self._last_images: dict[str, np.ndarray] = {}
         self._renderers: dict[int, CameraRenderer] = {}  # image size -> renderer (obs and video sizes)
         if self.cameras:
             self._renderers[self.image_size] = CameraRenderer(self.model, self.image_size)
@@ -175,7 +179,7 @@ class MetaWorldEnv(gym.Env):
         self._steps = 0
         self._return = 0.0
         self._record("reset")
-        return self._obs(state), {"episode_seed": ep_seed, **params}
+        return self._obs(state, render=True), {"episode_seed": ep_seed, **params}
 
     # ----------------------------------------------------------------- step
     def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
@@ -200,9 +204,15 @@ class MetaWorldEnv(gym.Env):
         if self._randomizer is not None:
             info.update(self._randomizer.params)
         self._record("done" if terminated or truncated else "step")
-        return self._obs(state), reward, terminated, truncated, info
+        render = self.render_images or terminated or truncated
+        return self._obs(state, render), reward, terminated, truncated, info
 
-    def _obs(self, state: np.ndarray) -> dict[str, np.ndarray]:
+    @property
+    def steps_left(self) -> int:
+        """Steps until the time limit truncates the current episode."""
+        return self.max_episode_steps - self._steps
+
+    def _obs(self, state: np.ndarray, render: bool = True) -> dict[str, np.ndarray]:
         obs: dict[str, np.ndarray] = {}
         if self.obs_mode != "image":
             full = state.astype(np.float32)  # (39,)
@@ -213,7 +223,10 @@ class MetaWorldEnv(gym.Env):
             if self.obs_mode in ("pixels", "state+pixels"):
                 obs["proprio"] = full[PROPRIO_SLICE].copy()  # (4,) hand xyz, gripper opening
         for cam in self.cameras:
-            obs[f"image/{cam}"] = self._renderers[self.image_size].render(self.data, cam)  # (H, W, 3)
+            key = f"image/{cam}"
+            if render or key not in self._last_images:
+                self._last_images[key] = self._renderers[self.image_size].render(self.data, cam)  # (H, W, 3)
+            obs[key] = self._last_images[key]
         return obs
 
     # ----------------------------------------------------------------- rendering and state
