@@ -22,4 +22,11 @@ FAULTS = [
         "new": "    if privileged and False:\n        raise UsageError(",
         "tests": ["tests/scripts/test_obs_presets.py"],
     },
+    {
+        "name": "pixels: render=policy_steps renders only a chunk's last step (the To=2 window holds a stale frame)",
+        "file": "sim/chunking.py",
+        "old": "base.render_images = t >= self.chunk - self.render_last or",
+        "new": "base.render_images = t >= self.chunk - 1 or",
+        "tests": ["tests/sim/test_sim_pixels.py"],
+    },
 ]
