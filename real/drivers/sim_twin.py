@@ -213,8 +213,9 @@ class _Twin:
             if delay < 0:
                 self.stats["overruns"] += 1
                 next_t = time.monotonic()
-            else:
-                await asyncio.sleep(delay)
+            # Always yield, even when late: the observations scheduled for delivery and the driver's commands
+            # run in this loop, so a twin that overran every period (slow renders) would send nothing.
+            await asyncio.sleep(max(delay, 0.0))
 
     def _check_token(self, hello: dict[str, Any]) -> str | None:
         """None when ``hello`` carries this run's token, else why it is refused."""
