@@ -1,4 +1,5 @@
-"""Planted faults in the pixels path: what a policy sees without the privileged state; ``run.py -k pixels``."""
+"""Planted faults in the pixels path (what a policy sees without the privileged state, and the twin that
+streams it); ``run.py -k pixels``."""
 
 FAULTS = [
     {
@@ -28,5 +29,12 @@ FAULTS = [
         "old": "base.render_images = t >= self.chunk - self.render_last or",
         "new": "base.render_images = t >= self.chunk - 1 or",
         "tests": ["tests/sim/test_sim_pixels.py"],
+    },
+    {
+        "name": "sim twin: a late period does not yield to the event loop (a slow twin goes silent)",
+        "file": "real/drivers/sim_twin.py",
+        "old": "            await asyncio.sleep(max(delay, 0.0))\n",
+        "new": "            if delay > 0:\n                await asyncio.sleep(delay)\n",
+        "tests": ["tests/real/test_sim_twin.py"],
     },
 ]

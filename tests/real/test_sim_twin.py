@@ -89,6 +89,17 @@ def test_a_pixels_twin_streams_proprio_and_uint8_images_at_80_hz() -> None:
         robot.stop()
 
 
+def test_a_twin_slower_than_its_rate_still_streams() -> None:
+    """At 100 kHz every period overruns; the twin must still deliver its observations (it used to go silent)."""
+    with SimTwinRobot("push-v3", rate_hz=100_000.0, max_episode_steps=500) as robot:
+        seq0 = robot.reset(seed=1).seq
+        time.sleep(0.3)
+        robot.ping()
+        assert robot.last_stats["overruns"] > 10
+        assert robot.get_observation().seq > seq0 + 10
+        robot.stop()
+
+
 def test_twin_refuses_another_protocol_version(twin: SimTwinRobot) -> None:
     from websockets.sync.client import connect
 
