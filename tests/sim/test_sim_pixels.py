@@ -61,7 +61,9 @@ def test_rendering_only_the_steps_a_chunked_policy_reads_changes_no_window() -> 
         kw = dict(obs="pixels", cameras=("corner",), image_size=24, action_chunk=8, obs_history=2)
         with (
             sim.make_env("push-v3", max_episode_steps=20, render=mode, **kw) as env,
-            mock.patch.object(CameraRenderer, "render", autospec=True, side_effect=CameraRenderer.render) as spy,
+            mock.patch.object(
+                CameraRenderer, "render", autospec=True, side_effect=CameraRenderer.render
+            ) as spy,
         ):
             out = [env.reset(seed=[7])["image/corner"]]
             for chunk in chunks:
