@@ -602,13 +602,20 @@ def pixels_encoders(rows: list[Row]) -> str:
 
 
 def pixels_env(rows: list[Row]) -> str:
-    """Env steps/s of one env with state only and with proprio + one rendered camera."""
-    cells = last_per([r for r in rows if r["part"] == "env"], lambda r: (r["obs"], r["image_size"]))
-    body = [[obs, size or "–", f"{r['env_steps_per_s']:,.0f}"] for (obs, size), r in cells.items()]
-    caption = prose(
-        f"{measured(list(cells.values()))} {next(iter(cells.values()))['task']}, one env, camera corner."
+    """Env steps/s of one env with state only and with proprio + one rendered camera, per render mode."""
+    cells = last_per(
+        [r for r in rows if r["part"] == "env"],
+        lambda r: (r["obs"], r["image_size"], r["chunk"], r["render"]),
     )
-    return caption + "\n\n" + table(["obs", "image px", "env steps/s"], body)
+    body = [
+        [obs, size or "–", chunk, render.replace("_", " "), f"{r['env_steps_per_s']:,.0f}"]
+        for (obs, size, chunk, render), r in cells.items()
+    ]
+    caption = prose(
+        f"{measured(list(cells.values()))} {next(iter(cells.values()))['task']}, one env, camera corner; chunk 8: "
+        "one env step executes 8 actions and returns To=2 windows, as in the steering loop."
+    )
+    return caption + "\n\n" + table(["obs", "image px", "chunk", "images rendered", "env steps/s"], body)
 
 
 def pixels_train(rows: list[Row]) -> str:
@@ -648,7 +655,7 @@ def pixels_train(rows: list[Row]) -> str:
         "batch",
         "samples/s",
         "data / update ms per step",
-        "train min",
+        "wall min (train + eval)",
         "success",
     ]
     return caption + "\n\n" + table(columns, body)
