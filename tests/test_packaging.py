@@ -67,3 +67,15 @@ def test_pip_install_gives_working_console_scripts(tmp_path: Path) -> None:
         [str(venv / "bin" / "python"), "-c", "import policies"], cwd=run, env=env, capture_output=True, text=True
     )  # fmt: skip
     assert bare.returncode == 1 and "No module named 'policies'" in bare.stderr
+
+
+def test_every_config_folder_ships_with_the_wheel() -> None:
+    """A config group left out of pyproject's data-files breaks every installed (non-editable) copy."""
+    import tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["data-files"]
+    shipped = {pattern for patterns in data.values() for pattern in patterns}
+    folders = {p for p in (ROOT / "configs").iterdir() if p.is_dir()}
+    missing = sorted(f"configs/{p.name}/*.yaml" for p in folders if f"configs/{p.name}/*.yaml" not in shipped)
+    assert not missing, f"add to [tool.setuptools.data-files] in pyproject.toml: {missing}"
+    assert "configs/*.yaml" in shipped
