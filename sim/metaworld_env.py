@@ -23,7 +23,6 @@ OBS_MODES = ("state", "image", "state+image", "pixels", "state+pixels")
 # What a real arm measures of itself: the hand's position (3) and the gripper's opening (1), the first four
 # entries of Meta-World's state. The rest (object and goal poses) is privileged: no camera-only robot has it.
 PROPRIO_SLICE = slice(0, 4)
-PROPRIO_DIM = 4
 REWARD_MODES = ("dense", "sparse")
 STATE_DIM = 39
 
