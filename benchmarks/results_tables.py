@@ -621,16 +621,18 @@ def pixels_env(rows: list[Row]) -> str:
 def pixels_train(rows: list[Row]) -> str:
     """Success of policies trained from pixels vs state on the same demos and wall budget."""
     cells = last_per(
-        [r for r in rows if r["part"] == "train"], lambda r: (r["task"], r["policy"], r["obs"], r["seed"])
+        [r for r in rows if r["part"] == "train"],
+        lambda r: (r["task"], r["policy"], r["obs"], r.get("image_size", 84), r["seed"]),
     )
     body = []
-    for (task, policy, obs, seed), r in cells.items():
+    for (task, policy, obs, size, seed), r in cells.items():
         split = f"{1000 * r['data_s_per_step']:.1f} / {1000 * r['update_s_per_step']:.0f}"
         body.append(
             [
                 task,
                 policy,
                 obs,
+                size,
                 seed,
                 r["steps"],
                 r["batch_size"],
@@ -640,16 +642,17 @@ def pixels_train(rows: list[Row]) -> str:
                 num(r["success_rate"]),
             ]
         )
-    last = rows[-1]
+    last = next(iter(cells.values()))  # the first cell sets the caption's budget
     caption = prose(
         f"{measured(list(cells.values()))} {last['demos']} demos per task (collected once with obs=pixels: the "
-        f"state column trains on the same episodes), at most {last['minutes']:g} minutes of training, "
+        f"state column trains on the same episodes), at most {last['minutes']:g} minutes of training (a row with a `stop_at_step` trained exactly that many steps instead), "
         f"{last['episodes']} unseen evaluation episodes of the final EMA weights."
     )
     columns = [
         "task",
         "policy",
         "obs",
+        "image px",
         "seed",
         "steps",
         "batch",
