@@ -93,14 +93,15 @@ def env_args(cfg: DictConfig, max_episode_steps: int) -> dict[str, Any]:
     """robomimic-style env metadata: enough to rebuild the env and regenerate the data."""
     from robosteer.sim.randomization import as_config
 
+    mode, cameras = collect_obs_mode(cfg)
     args = {
         "env_name": cfg.task,
         "type": 2,  # robomimic's EnvType.GYM_TYPE: the closest of its categories
         "env_kwargs": {
             "suite": "metaworld",
-            "obs": collect_obs_mode(cfg)[0],
+            "obs": mode,
             "image_size": int(cfg.image_size),
-            "cameras": list(collect_obs_mode(cfg)[1]) or ["corner2"],
+            "cameras": list(cameras) or ["corner2"],
             "max_episode_steps": int(max_episode_steps),
             "terminate_on_success": True,
         },
