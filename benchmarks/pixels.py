@@ -155,6 +155,8 @@ def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
                     row |= {
                         "episodes": args.episodes,
                         "minutes": args.minutes,
+                        "schedule_steps": args.steps,
+                        **({"note": args.note} if args.note else {}),
                         "data_s_per_step": data_s,
                         "update_s_per_step": update_s,
                         "num_params": m["num_params"],
@@ -189,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="also stop here (a budget in steps, not load-dependent)",
     )
+    parser.add_argument("--note", default=None, help="a remark stored with each train row")
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench" / "pixels")
     parser.add_argument("--rows", default="docs/results/pixels.jsonl")

@@ -618,14 +618,19 @@ def pixels_env(rows: list[Row]) -> str:
     return caption + "\n\n" + table(["obs", "image px", "chunk", "images rendered", "env steps/s"], body)
 
 
+def schedule(row: Row) -> int:
+    """The LR schedule's length of a pixels train row (the first rows, before the key: 15,000)."""
+    return int(row.get("schedule_steps", 15000))
+
+
 def pixels_train(rows: list[Row]) -> str:
     """Success of policies trained from pixels vs state on the same demos and wall budget."""
     cells = last_per(
         [r for r in rows if r["part"] == "train"],
-        lambda r: (r["task"], r["policy"], r["obs"], r.get("image_size", 84), r["seed"]),
+        lambda r: (r["task"], r["policy"], r["obs"], r.get("image_size", 84), r["seed"], schedule(r)),
     )
     body = []
-    for (task, policy, obs, size, seed), r in cells.items():
+    for (task, policy, obs, size, seed, lr_steps), r in cells.items():
         split = f"{1000 * r['data_s_per_step']:.1f} / {1000 * r['update_s_per_step']:.0f}"
         body.append(
             [
@@ -634,6 +639,7 @@ def pixels_train(rows: list[Row]) -> str:
                 obs,
                 size,
                 seed,
+                f"{lr_steps:,}",
                 r["steps"],
                 r["batch_size"],
                 f"{r['samples_per_s']:.0f}",
@@ -654,6 +660,7 @@ def pixels_train(rows: list[Row]) -> str:
         "obs",
         "image px",
         "seed",
+        "cosine LR over",
         "steps",
         "batch",
         "samples/s",

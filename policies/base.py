@@ -338,6 +338,13 @@ class GenerativePolicy(nn.Module, ABC):
                 x0[:, : pre.shape[1]] = pre  # exactly the given actions
             return self.normalizer.unnormalize("action", x0)
 
+    def sample_from_cond(self, cond: torch.Tensor, noise: Any = None) -> torch.Tensor:
+        """Action chunk (B, Tp, Da) in raw units from an encoded window ``cond`` (B, G) (:meth:`encode_obs`):
+        ``sample`` without its encoder pass, for callers that keep the embedding (steering from pixels)."""
+        with torch.no_grad():
+            n = self._noise(noise, cond.shape[0])  # (B, Tp, Da)
+            return self.normalizer.unnormalize("action", self._sample_normalized(cond, n))
+
     def _prefix(self, prefix: Any, batch: int) -> torch.Tensor | None:
         """Raw prefix (B, P, Da) -> normalised tensor, or None for no prefix; clear errors for bad input."""
         if prefix is None:

@@ -43,24 +43,53 @@ class Steering:
     obs_dim: int  # To · Σ key sizes
     device: Any
     offline_path: str | None  # the demonstrations ``offline=`` resolved to (:func:`offline_path`)
+    embedding: Any = None  # a base that reads pixels: its BaseEmbedding, whose output the learner reads
 
     def offline(self) -> dict[str, Any] | None:
-        """The demonstrations as chunk-MDP transitions of ``exec_steps`` (their action named ``taken``)."""
+        """The demonstrations as chunk-MDP transitions of ``exec_steps`` (their action named ``taken``);
+        with pixels, their windows as the base's embeddings."""
         if self.offline_path is None:
             return None
         from robosteer.policies.rl import chunk_transitions
+        from robosteer.policies.steering.embedding import EMBED_KEY, embed_windows
 
-        run = self.cfg.run
+        run, embedding = self.cfg.run, self.embedding
         data = chunk_transitions(
             self.offline_path,
-            self.keys,
+            embedding.raw_keys if embedding is not None else self.keys,
             self.to,
             self.exec_steps,
             reward=str(run.reward),
             reward_scale=float(run.reward_scale),
+            obs_transform=None
+            if embedding is None
+            else lambda windows: {EMBED_KEY: embed_windows(embedding, windows)},
         )
         data["taken"] = data.pop("action")
         return data
+
+    def make_env(self, num_envs: int, seed: int = 0, **kwargs: Any) -> Any:
+        """The task's batched env with the base's inputs (obs mode, cameras, image size) and To-step windows;
+        seen through the base's embedding when it reads pixels (cameras render only at policy steps)."""
+        from robosteer import sim
+        from robosteer.policies.steering.embedding import EmbeddedObsEnv
+        from robosteer.scripts.evaluate import obs_mode
+
+        mode, cams, size = obs_mode(self.base.shape_meta)
+        if self.embedding is not None and kwargs.get("action_chunk"):
+            kwargs["render"] = "policy_steps"
+        env = sim.make_env(
+            self.task,
+            num_envs=num_envs,
+            seed=seed,
+            obs=mode,
+            cameras=cams,
+            image_size=size,
+            obs_history=self.to,
+            randomization=self.cfg.get("randomization"),
+            **kwargs,
+        )
+        return env if self.embedding is None else EmbeddedObsEnv(env, self.embedding)
 
 
 def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., dict[str, Any]]]:
@@ -74,7 +103,7 @@ def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
         )
     offline = s.offline()
     agent = DSRL(
-        s.base,
+        s.embedding or s.base,  # pixels: the learner reads the base's embedding, and decodes from it
         s.obs_dim,
         slice(s.to - 1, s.to - 1 + s.ta),
         DSRLConfig(**OmegaConf.to_container(cfg.dsrl, resolve=True)),
@@ -139,7 +168,6 @@ def steerability(
     the base held at ``steerability.directions`` fixed latents; log the verdict."""
     import torch
 
-    from robosteer import sim
     from robosteer.policies.rng import get_rng_state, set_rng_state
     from robosteer.policies.steering.steerability import fixed_latent_policies, measure, sample_states
 
@@ -150,7 +178,7 @@ def steerability(
     if offline is not None:
         states = sample_states(offline, None, s.keys, n, seed)
     else:
-        with sim.make_env(s.task, num_envs=int(s.cfg.num_envs), obs="state", obs_history=s.to) as env:
+        with s.make_env(int(s.cfg.num_envs)) as env:
             states = sample_states(None, env, s.keys, n, seed)
     gen = torch.Generator(device=agent.device).manual_seed(seed)
     saved = get_rng_state()  # the check never moves the training run's random streams
@@ -205,10 +233,12 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     from robosteer import sim
     from robosteer.policies import load_policy
     from robosteer.policies.checkpoint import find_checkpoint, read_checkpoint_config, state_dict_hash
+    from robosteer.policies.steering.embedding import EMBED_KEY, BaseEmbedding, reads_images
     from robosteer.policies.steering.loop import OnlineRunConfig, resolve_device
     from robosteer.policies.steering.scratch import SCRATCH, make_scratch_base
     from robosteer.policies.steering.served import served_base
     from robosteer.real.client import PolicyConnectionError, is_url
+    from robosteer.scripts.evaluate import obs_mode
 
     torch.set_num_threads(int(cfg.threads))
     device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
@@ -262,17 +292,28 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         task = cfg.task or read_checkpoint_config(ckpt_dir).get("task")
         if not task:
             raise ValueError(f"the base {cfg.base} names no task: pass task=<name>")
-    keys = tuple(k for k, m in base.shape_meta["obs"].items() if m.get("type", "low_dim") == "low_dim")
-    if len(keys) != len(base.shape_meta["obs"]):
-        raise ValueError("DSRL here steers state-based policies: the base uses image observations")
     to, ta = base.config.n_obs_steps, base.config.n_action_steps
+    embedding = None
+    if reads_images(base.shape_meta):  # pixels: steer over the base's own observation embedding
+        if served or algo != "dsrl":
+            what = f"the policy served at {cfg.base}" if served else f"algo={algo}"
+            raise UsageError(
+                f"base={cfg.base} reads camera images: steering from pixels goes through the base's own "
+                f"embedding, which {what} cannot use yet; use algo=dsrl with a run directory"
+            )
+        embedding = BaseEmbedding(base)
+        keys, obs_dim = (EMBED_KEY,), embedding.dim
+    else:
+        keys = tuple(base.shape_meta["obs"])
+        obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
     build, exec_steps_of = ALGOS[algo]
     exec_steps = exec_steps_of(cfg, ta)  # env steps per MDP action
-    obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
     offline_file = offline_path(cfg, algo, ckpt_dir)
-    steering = Steering(cfg, base, task, keys, to, ta, exec_steps, obs_dim, device, offline_file)
+    steering = Steering(cfg, base, task, keys, to, ta, exec_steps, obs_dim, device, offline_file, embedding)
     agent, offline, run_loop = build(steering)
     run_cfg = OnlineRunConfig(**{**OmegaConf.to_container(cfg.run, resolve=True), "device": str(device)})
+
+    mode, cams, size = obs_mode(base.shape_meta)
 
     def eval_fn(policy: Any, episodes: int | None = None) -> dict[str, Any]:
         with (
@@ -281,7 +322,9 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 task,
                 num_envs=int(cfg.eval_envs),
                 seed=int(cfg.eval_seed),
-                obs="state",
+                obs=mode,
+                cameras=cams,
+                image_size=size,
                 max_episode_steps=cfg.max_episode_steps,
                 randomization=cfg.get("randomization"),
             ) as eval_env,
@@ -305,16 +348,12 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 "offline": offline_file,
                 "steerability": check.as_dict(),
             }
-    env = sim.make_env(
-        task,
-        num_envs=int(cfg.num_envs),
+    env = steering.make_env(
+        int(cfg.num_envs),
         seed=int(cfg.seed),
-        obs="state",
         action_chunk=exec_steps,
-        obs_history=to,
         max_episode_steps=cfg.max_episode_steps,
         vectorization=cfg.vectorization,
-        randomization=cfg.get("randomization"),
     )
     base_hash = None if served else state_dict_hash(base)  # a served base's weights are the server's to keep
     base_metrics = None

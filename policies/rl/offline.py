@@ -10,7 +10,7 @@ short by termination is padded with its last action, which the env never execute
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -59,6 +59,7 @@ def chunk_transitions(
     demo_limit: int | None = None,
     discount: float | None = None,
     reward_scale: float = 10.0,
+    obs_transform: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Chunk transitions of every demo: ``obs/<key>`` and ``next_obs/<key>`` (N, To, ...), ``action``
     (N, Ta·A) flattened executed chunks, ``reward`` (N,), ``done`` (N,).
@@ -69,6 +70,9 @@ def chunk_transitions(
     ``reward="sparse"``: −1 per chunk, 0 for the chunk in which the demo succeeded (its ``dones`` flag, set
     only on true termination); ``"dense"``: the recorded rewards summed over the chunk; ``"shaped"``:
     :func:`shaped_chunk_reward` of that sum (``reward_scale`` = max step reward).
+
+    ``obs_transform``: raw windows {key: (N, To, ...)} (as stored, images uint8) → the observations to keep
+    {key': (N, ...)}, e.g. a frozen base's embedding of camera windows (steering from pixels).
     """
     if reward not in REWARDS:
         raise ValueError(f"offline reward={reward!r} is not known: expected one of {REWARDS}")
@@ -107,12 +111,21 @@ def chunk_transitions(
                 parts.setdefault("mc_return", []).append(
                     _mc_returns(r, n_action_steps, discount, terminated=terminated)
                 )
+            dtype = None if obs_transform is not None else np.float32  # images stay uint8 for the transform
+            windows = {}  # {key: (T+1, To, ...)}: the window ending at every state (transform only)
             for k in keys:
-                obs = np.asarray(ep["obs"][k], dtype=np.float32)[:t_len]
+                obs = np.asarray(ep["obs"][k], dtype=dtype)[:t_len]
                 last = obs[-1:] if ep["next_obs"] is None else ep["next_obs"][k][t_len - 1 : t_len]
-                frames = np.concatenate([obs, np.asarray(last, dtype=np.float32)])  # (T+1, ...) states
+                frames = np.concatenate([obs, np.asarray(last, dtype=obs.dtype)])  # (T+1, ...) states
+                if obs_transform is not None:
+                    windows[k] = _history(frames, np.arange(t_len + 1), n_obs_steps)
+                    continue
                 parts.setdefault(f"obs/{k}", []).append(_history(frames, start, n_obs_steps))
                 parts.setdefault(f"next_obs/{k}", []).append(_history(frames, end, n_obs_steps))
+            if obs_transform is not None:  # each state's window transformed once, then gathered
+                for k, v in obs_transform(windows).items():  # {key: (T+1, ...)}
+                    parts.setdefault(f"obs/{k}", []).append(v[start])
+                    parts.setdefault(f"next_obs/{k}", []).append(v[end])
             parts.setdefault("action", []).append(actions[steps].reshape(len(start), -1))
             parts.setdefault("reward", []).append(r.astype(np.float32))
             parts.setdefault("done", []).append(chunk_done.astype(np.float32))

@@ -26,6 +26,7 @@ from robosteer.policies.acting import ChunkPolicy
 from robosteer.policies.rl import CriticEnsemble, ReplayBuffer, TanhGaussianActor, Temperature, polyak_update
 from robosteer.policies.rl.nets import optimizer_step
 from robosteer.policies.rl.replay import sample_mixed
+from robosteer.policies.steering.embedding import EMBED_KEY, BaseEmbedding
 from robosteer.policies.steering.loop import (
     Flags,
     Obs,
@@ -158,8 +159,8 @@ class DSRL(OnlineLearner):
         # The training device: networks (in place, so the optimizers keep their parameters) and the shared base.
         self.device = torch.device(device)
         self.to(self.device)
-        if isinstance(base, nn.Module):
-            base.requires_grad_(False).eval().to(self.device)
+        if isinstance(self.frozen_base, nn.Module):
+            self.frozen_base.requires_grad_(False).eval().to(self.device)
 
     def _bank_spec(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         k = self.config.noise_critic_samples
@@ -170,6 +171,15 @@ class DSRL(OnlineLearner):
         }
 
     # ----------------------------------------------------------------------------------------- acting
+    @property
+    def frozen_base(self) -> Any:
+        """The generative policy itself (behind its embedding when it reads pixels): To, Ta, inputs."""
+        return self.base.base if isinstance(self.base, BaseEmbedding) else self.base
+
+    def embed(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Raw obs windows → what the actor and critics read: the same windows, or the base's embedding."""
+        return self.base.embed(obs) if isinstance(self.base, BaseEmbedding) else obs
+
     def to_noise(self, latent: torch.Tensor) -> torch.Tensor:
         """Latent (B, latent_dim) → the base's initial noise (B, Tp, Da) (rows repeated if ``shared``)."""
         w = latent.reshape(latent.shape[0], *self.latent_shape)
@@ -390,7 +400,7 @@ class DSRL(OnlineLearner):
         self.bank_states(obs, played)
 
     def eval_policy(self) -> SteeredPolicy:
-        return SteeredPolicy(self.base, self)
+        return SteeredPolicy(self.frozen_base, self)
 
     def extra_state(self) -> dict[str, Any]:
         return {} if self.bank is None else {"noise_bank": self.bank.state_dict()}
@@ -427,8 +437,9 @@ class LatentPlanner:
         self.base, self.agent, self.deterministic = base, agent, deterministic
 
     def plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
+        obs = self.agent.embed(obs)  # pixels: raw windows -> {EMBED_KEY: (n, 1, G)}
         latent, _ = self.agent.actor(self.agent.features(obs), deterministic=self.deterministic)
-        return self.base.sample(obs, noise=self.agent.to_noise(latent))  # (n, Tp, Da)
+        return self.agent.base.sample(obs, noise=self.agent.to_noise(latent))  # (n, Tp, Da)
 
     def reset_rows(self, rows: torch.Tensor | None) -> None:
         """Stateless: every chunk depends on the current obs window only."""
@@ -456,9 +467,9 @@ def load_steered_policy(
     ck, base = load_run(path, which, "dsrl", ("obs_dim", "exec_slice", "obs_keys", "dsrl"))
     cfg = ck.config
     acting = DSRLConfig(**{**cfg["dsrl"], "noise_bank": 0})  # acting needs no distillation bank
-    agent = DSRL(
-        base, int(cfg["obs_dim"]), slice(*cfg["exec_slice"]), acting, tuple(cfg["obs_keys"]), device=device
-    )
+    keys = tuple(cfg["obs_keys"])
+    decoder = BaseEmbedding(base) if keys == (EMBED_KEY,) else base
+    agent = DSRL(decoder, int(cfg["obs_dim"]), slice(*cfg["exec_slice"]), acting, keys, device=device)
     agent.load_state_dict(ck.modules["agent"])
     policy = SteeredPolicy(base, agent.eval(), deterministic=deterministic)
     policy.task = cfg.get("task") or getattr(base, "task", None)

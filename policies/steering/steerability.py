@@ -61,7 +61,7 @@ class FixedLatentPlanner:
 
     def plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
         noise = self.agent.to_noise(self.latent.expand(next(iter(obs.values())).shape[0], -1))
-        return self.agent.base.sample(obs, noise=noise)  # (n, Tp, Da)
+        return self.agent.base.sample(self.agent.embed(obs), noise=noise)  # (n, Tp, Da)
 
     def reset_rows(self, rows: torch.Tensor | None) -> None:
         """Stateless: every chunk depends on the current obs window only."""
@@ -76,7 +76,7 @@ def fixed_latent_policies(agent: Any, count: int, generator: torch.Generator | N
     from robosteer.policies.acting import ChunkPolicy
 
     latents = torch.randn(count, agent.latent_dim, generator=generator, device=agent.device)
-    return [ChunkPolicy(FixedLatentPlanner(agent, w), agent.base).eval() for w in latents]
+    return [ChunkPolicy(FixedLatentPlanner(agent, w), agent.frozen_base).eval() for w in latents]
 
 
 def verdict(ratio: float) -> str:

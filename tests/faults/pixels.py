@@ -37,4 +37,32 @@ FAULTS = [
         "new": "            if delay > 0:\n                await asyncio.sleep(delay)\n",
         "tests": ["tests/real/test_sim_twin.py"],
     },
+    {
+        "name": "steering from pixels: the finished rows keep the auto-reset window's embedding as s'",
+        "file": "policies/steering/embedding.py",
+        "old": "            final[EMBED_KEY][done] = embed_windows(self.embedding, rows)\n",
+        "new": "            pass\n",
+        "tests": ["tests/policies/steering/test_embedding.py"],
+    },
+    {
+        "name": "steering from pixels: offline next states are embedded at the chunk's start, not its end",
+        "file": "policies/rl/offline.py",
+        "old": '                    parts.setdefault(f"next_obs/{k}", []).append(v[end])\n',
+        "new": '                    parts.setdefault(f"next_obs/{k}", []).append(v[start])\n',
+        "tests": ["tests/policies/steering/test_embedding.py"],
+    },
+    {
+        "name": "steering from pixels: the decoder reads the embedding of the window's first step only",
+        "file": "policies/steering/embedding.py",
+        "old": "        return self.base.sample_from_cond(cond[:, 0], noise)\n",
+        "new": "        return self.base.sample_from_cond(torch.cat([cond[:, 0, : self.dim // 2]] * 2, dim=-1), noise)\n",
+        "tests": ["tests/policies/steering/test_embedding.py"],
+    },
+    {
+        "name": "steering from pixels: the steered policy decodes without the actor's latent",
+        "file": "policies/steering/dsrl.py",
+        "old": "        return self.agent.base.sample(obs, noise=self.agent.to_noise(latent))  # (n, Tp, Da)\n",
+        "new": "        return self.agent.base.sample(obs, noise=self.agent.to_noise(latent * 0))  # (n, Tp, Da)\n",
+        "tests": ["tests/policies/steering/test_embedding.py"],
+    },
 ]

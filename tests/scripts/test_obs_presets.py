@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -53,28 +50,11 @@ def test_unknown_preset_is_one_line(capsys) -> None:
     assert "nearest valid choice: 'pixels'" in capsys.readouterr().err
 
 
-def test_a_pixels_policy_trains_and_its_checkpoint_holds_no_state(tmp_path: Path) -> None:
-    run = lambda *a: subprocess.run([sys.executable, "-m", *a], capture_output=True, text=True, timeout=300)  # noqa: E731
-    done = run(
-        "robosteer.scripts.collect",
-        "task=push-v3",
-        "episodes=2",
-        "obs=pixels",
-        "image_size=32",
-        "progress=false",
-        f"out={tmp_path / 'demos'}",
-    )
-    assert done.returncode == 0, done.stderr
-    done = run(
-        "robosteer.scripts.train",
-        f"dataset={tmp_path / 'demos' / 'demos.hdf5'}",
-        "obs=pixels",
-        "steps=2",
-        "batch_size=4",
-        "progress=false",
-        f"out={tmp_path / 'dp'}",
-    )
-    assert done.returncode == 0, done.stderr
-    meta = json.loads((tmp_path / "dp" / "checkpoints" / "latest" / "config.json").read_text())["shape_meta"]
+def test_a_pixels_policy_trains_and_its_checkpoint_holds_no_state(pixel_base_run) -> None:
+    """collect obs=pixels → train obs=pixels (the shared tiny run, tests/scripts/conftest.py) → its input spec."""
+    tmp_path = pixel_base_run[0]
+    meta = json.loads((tmp_path / "base" / "checkpoints" / "latest" / "config.json").read_text())[
+        "shape_meta"
+    ]
     assert set(meta["obs"]) == {"proprio", "image/corner"}
     assert meta["obs"]["image/corner"] == {"shape": [32, 32, 3], "type": "rgb"}

@@ -352,3 +352,31 @@ def test_a_served_base_that_cannot_be_steered_is_one_line(setup):
     assert p.returncode == 2 and "cannot connect to policy server ws://127.0.0.1:9" in p.stderr
     p = _run("robosteer.scripts.steer", "algo=expo", "base=ws://127.0.0.1:9", "out=nowhere2", cwd=work)
     assert p.returncode == 2 and "a served base is steered by algo=dsrl" in p.stderr
+
+
+def test_dsrl_steers_a_pixel_base_through_its_embedding_then_eval_acts_from_pixels(pixel_base_run):
+    """No state anywhere: the learner reads the base's embedding of proprio + camera windows, online and in
+    the offline demos (auto: the base's dataset), and the steered run evaluates from pixels."""
+    from robosteer.policies.steering.embedding import EMBED_KEY
+
+    work, base = pixel_base_run
+    before = state_dict_hash(load_policy(base, which="best"))
+    fast = ["steerability.directions=0", "steerability.states=16", "run.eval_every=96"]
+    p = _run("robosteer.scripts.steer", f"base={base}", "out=dsrl", *TINY_STEER, *fast, cwd=work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    m = json.loads((work / "dsrl" / "metrics.json").read_text())
+    assert m["task"] == "push-v3" and m["env_steps"] >= 96 and m["updates"] > 0 and m["base_hash"] == before
+    assert m["offline_transitions"] > 0 and m["steerability"]["ratio"] > 0
+    config = json.loads((work / "dsrl" / "checkpoints" / "latest" / "config.json").read_text())
+    meta = load_policy(base, which="best").shape_meta
+    assert config["obs_keys"] == [EMBED_KEY] and "state" not in meta["obs"]
+    assert config["obs_dim"] == 2 * (64 + 4)  # To · (CNN features + proprio): the base's own condition
+    p = _eval("dsrl", "eval", work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads((work / "eval" / "metrics.json").read_text())["episodes"] == 2
+
+
+def test_expo_from_pixels_is_refused_in_one_line(pixel_base_run):
+    work, base = pixel_base_run
+    p = _run("robosteer.scripts.steer", f"base={base}", "algo=expo", "out=expo", *TINY_STEER[:3], cwd=work)
+    assert p.returncode == 2 and "reads camera images" in p.stderr and "Traceback" not in p.stderr

@@ -1,0 +1,124 @@
+"""Steering from pixels: the frozen base's own observation embedding is what the steering networks see.
+
+A base that reads camera images conditions its denoiser on one vector per observation window: its encoder's
+output ``cond`` (B, G), G = 136 for one 84 px camera, proprio and To = 2. The steering learners (DSRL's actor
+and critics) take that vector as their observation, as steering a large generalist must (its encoder is
+frozen and far too slow to train beside the critics). So:
+
+- the replay stores embeddings, not images (136 floats per state instead of 2 × 84 × 84 × 3 bytes);
+- the base decodes chunks from the stored embedding (``sample_from_cond``), so each state's images go
+  through the CNN once;
+- no privileged state is read anywhere: the embedding is made from the base's own inputs.
+
+:class:`BaseEmbedding` is the base seen this way (DSRL's noise decoder over embeddings);
+:class:`EmbeddedObsEnv` turns a batched env's observation windows into embeddings for the online loop;
+:func:`embed_windows` does the same for offline demonstration windows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+EMBED_KEY = "base_embed"  # the one observation key a learner over embeddings reads: (B, 1, G)
+
+
+def reads_images(shape_meta: Mapping[str, Any]) -> bool:
+    """Whether a policy's inputs include a camera (its steering then goes through :class:`BaseEmbedding`)."""
+    return any(m.get("type", "low_dim") == "rgb" for m in shape_meta["obs"].values())
+
+
+class BaseEmbedding:
+    """A frozen base seen through its observation embedding.
+
+    ``embed`` maps raw observation windows {key: (B, To, ...)} to ``{EMBED_KEY: (B, 1, G)}``; ``sample``
+    decodes a chunk from such an embedding and an initial noise, exactly as ``base.sample`` would from the
+    raw window (the same encoder output feeds the same sampler).
+    """
+
+    def __init__(self, base: Any) -> None:
+        if getattr(base, "task_names", None):
+            raise ValueError(
+                "steering through the base's embedding needs a single-task base: this one is multi-task "
+                f"({list(base.task_names)})"
+            )
+        self.base = base
+        self.noise_shape = tuple(base.noise_shape)  # (Tp, Da)
+        self.dim = int(base.obs_encoder.out_dim)  # G
+        self.raw_keys = tuple(base.shape_meta["obs"])
+
+    @torch.no_grad()
+    def embed(self, obs: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        """Raw windows {key: (B, To, ...)} → {EMBED_KEY: (B, 1, G)} on the base's device."""
+        missing = [k for k in self.raw_keys if k not in obs]
+        if missing:
+            raise KeyError(f"the base's embedding needs obs keys {list(self.raw_keys)}; missing {missing}")
+        cond = self.base.encode_obs({k: obs[k] for k in self.raw_keys})  # (B, G)
+        return {EMBED_KEY: cond.unsqueeze(1)}
+
+    @torch.no_grad()
+    def sample(self, obs: Mapping[str, torch.Tensor], noise: Any = None) -> torch.Tensor:
+        """Raw action chunk (B, Tp, Da) decoded from ``obs[EMBED_KEY]`` (B, 1, G) and ``noise`` (B, Tp, Da)."""
+        cond = torch.as_tensor(obs[EMBED_KEY], dtype=torch.float32, device=self.base.device)  # (B, 1, G)
+        return self.base.sample_from_cond(cond[:, 0], noise)
+
+
+def embed_windows(
+    embedding: BaseEmbedding, windows: Mapping[str, np.ndarray], batch: int = 256
+) -> np.ndarray:
+    """Raw windows {key: (N, To, ...)} (numpy) → embeddings (N, 1, G) float32, ``batch`` rows at a time."""
+    n = len(next(iter(windows.values())))
+    out = np.empty((n, 1, embedding.dim), dtype=np.float32)
+    for i in range(0, n, batch):
+        part = {k: torch.as_tensor(np.asarray(v[i : i + batch])) for k, v in windows.items()}
+        out[i : i + batch] = embedding.embed(part)[EMBED_KEY].cpu().numpy()
+    return out
+
+
+class EmbeddedObsEnv:
+    """A batched env with observation windows of the base's To, whose observations are the base's
+    embeddings ``{EMBED_KEY: (B, 1, G)}`` (also in ``info["final_obs"]``): what the steering loop stores."""
+
+    def __init__(self, env: Any, embedding: BaseEmbedding) -> None:
+        self.env, self.embedding = env, embedding
+        self.num_envs = env.num_envs
+        self.single_action_space = env.single_action_space
+        shape = (1, embedding.dim)
+        self.single_observation_space = spaces.Dict(
+            {EMBED_KEY: spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32)}
+        )
+
+    def _embed(self, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {EMBED_KEY: embed_windows(self.embedding, {k: obs[k] for k in self.embedding.raw_keys})}
+
+    def reset(self, seed: Any = None) -> dict[str, np.ndarray]:
+        return self._embed(self.env.reset(seed=seed))
+
+    def step(
+        self, action: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        embedded = self._embed(obs)
+        done = np.asarray(info.get("_final_obs", np.asarray(terminated) | np.asarray(truncated)), dtype=bool)
+        final = {k: v.copy() for k, v in embedded.items()}
+        if done.any():  # only the finished rows' last windows differ from the returned ones
+            rows = {k: np.asarray(info["final_obs"][k])[done] for k in self.embedding.raw_keys}
+            final[EMBED_KEY][done] = embed_windows(self.embedding, rows)
+        info = {**info, "final_obs": final}
+        return embedded, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        self.env.close()
+
+    def __enter__(self) -> EmbeddedObsEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"EmbeddedObsEnv({self.env!r}, G={self.embedding.dim})"

@@ -1,0 +1,183 @@
+"""Steering from pixels: the frozen base's observation embedding as the learner's observation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from robosteer.policies import make_policy
+from robosteer.policies.rl.offline import _history, chunk_transitions
+from robosteer.policies.steering.dsrl import DSRL, DSRLConfig, SteeredPolicy
+from robosteer.policies.steering.embedding import (
+    EMBED_KEY,
+    BaseEmbedding,
+    EmbeddedObsEnv,
+    embed_windows,
+    reads_images,
+)
+
+SIZE, PROPRIO, ACTION = 16, 4, 4
+
+
+def pixel_base(to: int = 2) -> torch.nn.Module:
+    """A tiny diffusion base on proprio + one 16 px camera (obs=pixels' inputs), random but fixed weights."""
+    meta = {
+        "obs": {
+            "proprio": {"shape": [PROPRIO], "type": "low_dim"},
+            "image/corner": {"shape": [SIZE, SIZE, 3], "type": "rgb"},
+        },
+        "action": {"shape": [ACTION]},
+    }
+    stats = {
+        k: {"min": -np.ones(d), "max": np.ones(d), "mean": np.zeros(d), "std": np.ones(d)}
+        for k, d in (("proprio", PROPRIO), ("action", ACTION))
+    }
+    torch.manual_seed(0)
+    base = make_policy(
+        "diffusion",
+        meta,
+        stats,
+        n_obs_steps=to,
+        horizon=8,
+        n_action_steps=4,
+        mlp_hidden_dim=32,
+        mlp_n_blocks=1,
+        num_inference_steps=2,
+        rgb_channels=(8,),
+        rgb_num_kp=4,
+        rgb_feature_dim=6,
+    )
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # non-trivial outputs, so that a wrong condition changes the chunk
+        for p in base.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    return base.eval()
+
+
+def windows(b: int, to: int = 2, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "proprio": torch.randn(b, to, PROPRIO, generator=g),
+        "image/corner": torch.randint(0, 256, (b, to, SIZE, SIZE, 3), generator=g, dtype=torch.uint8),
+    }
+
+
+def test_decoding_from_the_embedding_is_the_base_sampling_from_its_raw_window() -> None:
+    base = pixel_base()
+    emb = BaseEmbedding(base)
+    obs, noise = windows(5), torch.randn(5, 8, ACTION, generator=torch.Generator().manual_seed(2))
+    e = emb.embed(obs)
+    assert reads_images(base.shape_meta) and set(e) == {EMBED_KEY}
+    assert e[EMBED_KEY].shape == (5, 1, emb.dim) and emb.dim == 2 * (6 + PROPRIO)  # To·(CNN + proprio)
+    torch.testing.assert_close(emb.sample(e, noise), base.sample(obs, noise=noise), rtol=0, atol=0)
+    other = windows(5, seed=9)  # and it does depend on the window: another one decodes elsewhere
+    assert not torch.allclose(emb.sample(emb.embed(other), noise), base.sample(obs, noise=noise))
+
+
+def test_a_state_base_has_no_images_and_a_missing_key_is_named() -> None:
+    from policy_testkit import tiny_steering_base
+
+    assert not reads_images(tiny_steering_base().shape_meta)
+    with pytest.raises(KeyError, match="missing \\['image/corner'\\]"):
+        BaseEmbedding(pixel_base()).embed({"proprio": torch.zeros(1, 2, PROPRIO)})
+
+
+def test_offline_transform_sees_every_state_window_once_and_is_gathered_like_the_plain_windows(
+    tmp_path,
+) -> None:
+    """chunk_transitions(obs_transform=f) holds f of exactly the windows the plain call returns."""
+    from robosteer.policies.data import DatasetWriter
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "demos.hdf5"
+    with DatasetWriter(path, {"env_name": "push-v3"}, valid_fraction=0.0) as w:
+        for t_len, success in ((11, True), (7, False)):
+            dones = np.zeros(t_len, dtype=np.uint8)
+            dones[-1] = success
+            obs = rng.normal(size=(t_len + 1, PROPRIO)).astype(np.float32)
+            w.add_episode(
+                obs={"proprio": obs[:-1]},
+                next_obs={"proprio": obs[1:]},
+                actions=rng.uniform(-1, 1, size=(t_len, ACTION)).astype(np.float32),
+                rewards=rng.uniform(0, 1, size=t_len).astype(np.float32),
+                dones=dones,
+            )
+    calls: list[int] = []
+
+    def f(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:  # a window → one number per row
+        calls.append(len(w["proprio"]))
+        return {"score": (w["proprio"] * np.arange(1, 3)[None, :, None]).sum(axis=(1, 2))[:, None]}
+
+    plain = chunk_transitions(path, ["proprio"], 2, 4)
+    mapped = chunk_transitions(path, ["proprio"], 2, 4, obs_transform=f)
+    assert calls == [12, 8]  # T + 1 windows per episode: each state's once
+    for head in ("obs", "next_obs"):
+        want = f({"proprio": plain[f"{head}/proprio"].numpy()})["score"]
+        np.testing.assert_allclose(mapped[f"{head}/score"].numpy(), want, rtol=1e-6)
+    for key in ("action", "reward", "done"):
+        torch.testing.assert_close(mapped[key], plain[key])
+    assert _history(np.arange(3), np.arange(3), 2).tolist() == [[0, 0], [0, 1], [1, 2]]
+
+
+class _WindowEnv:
+    """A batched env stand-in with To-step windows and auto-reset (``final_obs`` where rows ended)."""
+
+    num_envs = 3
+    single_action_space = spaces.Box(-1, 1, (4, ACTION))
+
+    def __init__(self) -> None:
+        self.t = 0
+
+    def _obs(self, seed: int) -> dict[str, np.ndarray]:
+        return {k: v.numpy() for k, v in windows(self.num_envs, seed=seed).items()}
+
+    def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
+        return self._obs(100)
+
+    def step(self, action: np.ndarray):
+        self.t += 1
+        done = np.array([False, True, False])
+        info = {"final_obs": self._obs(200 + self.t), "_final_obs": done}
+        zeros = np.zeros(self.num_envs)
+        return self._obs(self.t), zeros, done, np.zeros(3, bool), info
+
+    def close(self) -> None:
+        pass
+
+
+def test_embedded_env_embeds_returned_and_final_windows() -> None:
+    emb = BaseEmbedding(pixel_base())
+    env = EmbeddedObsEnv(_WindowEnv(), emb)
+    assert env.single_observation_space[EMBED_KEY].shape == (1, emb.dim)
+    first = env.reset(seed=0)
+    np.testing.assert_allclose(first[EMBED_KEY], embed_windows(emb, _WindowEnv()._obs(100)), rtol=1e-6)
+    obs, _, _, _, info = env.step(np.zeros((3, 4, ACTION)))
+    want_next = embed_windows(emb, _WindowEnv()._obs(1))
+    want_final = embed_windows(emb, _WindowEnv()._obs(201))
+    np.testing.assert_allclose(obs[EMBED_KEY], want_next, rtol=1e-5, atol=1e-6)
+    final = info["final_obs"][EMBED_KEY]
+    np.testing.assert_allclose(final[[0, 2]], want_next[[0, 2]], rtol=1e-5, atol=1e-6)  # rows still running
+    np.testing.assert_allclose(
+        final[1], want_final[1], rtol=1e-5, atol=1e-6
+    )  # the finished row's last window
+
+
+def test_a_dsrl_actor_over_the_embedding_acts_from_raw_windows() -> None:
+    """The steered policy embeds the raw window, picks a latent from the embedding, decodes from it."""
+    base = pixel_base()
+    emb = BaseEmbedding(base)
+    agent = DSRL(emb, emb.dim, slice(1, 5), DSRLConfig(hidden=[16]), obs_keys=(EMBED_KEY,))
+    with torch.no_grad():
+        for p in agent.actor.parameters():
+            p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(3)) * 0.5)
+    obs = windows(2)
+    latent, chunk = agent.act(agent.embed(obs), deterministic=True)
+    want = base.sample(obs, noise=agent.to_noise(latent))[:, 1:5]  # the base itself, from the raw window
+    torch.testing.assert_close(chunk, want)
+    policy = agent.eval_policy()
+    assert isinstance(policy, SteeredPolicy) and policy.shape_meta == base.shape_meta
+    torch.testing.assert_close(policy.sample(obs)[:, 1:5], want)
+    assert agent.frozen_base is base and not any(p.requires_grad for p in base.parameters())
+    assert not any(k.startswith("base") for k in agent.state_dict())  # the base stays out of the checkpoint
