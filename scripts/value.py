@@ -29,6 +29,9 @@ from robosteer.scripts.common import (
 
 log = logging.getLogger("robosteer.value")
 SCORES = ("first", "chunk")
+EMBED_WHICH = (
+    "ema"  # embed=: the base's weights whose embedding the critic reads (as robosteer-steer's which)
+)
 
 
 @torch.no_grad()
@@ -41,6 +44,22 @@ def q_mc_correlation(critic: Any, buffer: Any, n: int = 4096, seed: int = 0) -> 
     if float(q.std()) == 0 or float(mc.std()) == 0:
         return float("nan")
     return float(torch.corrcoef(torch.stack([q, mc]))[0, 1])
+
+
+def load_embedding(path: str, device: Any) -> tuple[Any, dict[str, Any]]:
+    """(the BaseEmbedding of the pixel policy at ``path``, what the critic's checkpoint records of it)."""
+    from robosteer.policies.checkpoint import load_policy, state_dict_hash
+    from robosteer.policies.steering.embedding import BaseEmbedding, reads_images
+
+    base = load_policy(path, which=EMBED_WHICH, device=device)
+    if not reads_images(base.shape_meta):
+        raise ValueError(
+            f"embed={path} reads no camera ({list(base.shape_meta['obs'])}): embed= is for a pixel policy; "
+            "a state critic takes obs_keys= directly"
+        )
+    base.requires_grad_(False).eval()
+    meta = {"base": str(Path(path).resolve()), "which": EMBED_WHICH, "hash": state_dict_hash(base)}
+    return BaseEmbedding(base), meta
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -62,17 +81,26 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     run_dir = start_run(cfg)
     paths = dataset_paths(cfg)
     action_steps = 1 if cfg.score == "first" else int(cfg.n_action_steps)
+    keys, to, embedding, embed_meta = list(cfg.obs_keys), int(cfg.n_obs_steps), None, None
+    if cfg.get("embed"):  # pixels: the critic reads a frozen base's embedding of the base's own windows
+        embedding, embed_meta = load_embedding(str(cfg.embed), device)
+        keys, to = list(embedding.raw_keys), int(embedding.base.config.n_obs_steps)
+        log.info(
+            "embed=%s: the critic reads its %d-d embedding of %s windows", cfg.embed, embedding.dim, keys
+        )
     data, shape_meta, stats, tasks = value_transitions(
         paths,
-        list(cfg.obs_keys),
-        int(cfg.n_obs_steps),
+        keys,
+        to,
         action_steps,
         discount=float(algo_cfg["discount"]),
         reward=str(cfg.reward),
         demo_limit=cfg.demo_limit,
+        embedding=embedding,
     )
+    critic_to = 1 if embedding is not None else to  # one embedding already covers the base's window
     learner = build_learner(
-        algo, algo_cfg, shape_meta, int(cfg.n_obs_steps), action_steps, len(tasks), stats, device=device
+        algo, algo_cfg, shape_meta, critic_to, action_steps, len(tasks), stats, device=device
     )
     buffer = normalized_buffer(learner.critic, data)
     log.info(
@@ -98,7 +126,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         meta={
             "tasks": tasks,
             "dataset": paths,
-            "obs_keys": list(cfg.obs_keys),
+            "obs_keys": list(shape_meta["obs"]),
+            "embed": embed_meta,
             "score": str(cfg.score),
             "run": OmegaConf.to_container(cfg, resolve=True),
         },

@@ -122,3 +122,24 @@ class EmbeddedObsEnv:
 
     def __repr__(self) -> str:
         return f"EmbeddedObsEnv({self.env!r}, G={self.embedding.dim})"
+
+
+class EmbeddedCritic:
+    """An offline critic trained on a frozen base's embedding (``robosteer-value embed=<base run>``), scoring
+    raw observation windows through that base: V-GPS from pixels with the critic's usual interface."""
+
+    def __init__(self, critic: Any, embedding: BaseEmbedding) -> None:
+        self.critic, self.embedding = critic, embedding
+        self.action_steps = critic.action_steps
+        self.num_tasks = critic.num_tasks
+        self.task_names = list(getattr(critic, "task_names", []))
+        self.algo = getattr(critic, "algo", None)
+
+    @torch.no_grad()
+    def score(self, obs: Mapping[str, Any], action: torch.Tensor, task_id: Any = None) -> torch.Tensor:
+        """min over heads of the target Q (B,) for raw windows {key: (B, To, ...)} and raw actions."""
+        return self.critic.score(self.embedding.embed(obs), action, task_id)
+
+    def eval(self) -> EmbeddedCritic:
+        self.critic.eval()
+        return self

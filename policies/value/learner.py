@@ -50,17 +50,33 @@ def value_transitions(
     discount: float,
     reward: str = "sparse",
     demo_limit: int | None = None,
+    embedding: Any = None,
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any], dict[str, Any], list[str]]:
     """(transitions with ``task_id`` and ``mc_return``, shape_meta, critic stats, task names) of ``paths``;
-    the stats (of current observations and every action row) are the critic's own, not any policy's."""
+    the stats (of current observations and every action row) are the critic's own, not any policy's.
+
+    ``embedding`` (a :class:`~policies.steering.embedding.BaseEmbedding`, pixels): the observations are a
+    frozen base's embedding of its own input windows (``obs_keys`` and ``n_obs_steps`` are the base's), one
+    key ``base_embed`` (N, 1, G).
+    """
+    obs_transform = None
+    out_keys = list(obs_keys)
+    if embedding is not None:
+        from robosteer.policies.steering.embedding import EMBED_KEY, embed_windows
+
+        obs_transform = lambda w: {EMBED_KEY: embed_windows(embedding, w)}  # noqa: E731
+        out_keys = [EMBED_KEY]
     parts: dict[str, list[torch.Tensor]] = {}
     tasks: dict[str, int] = {}  # name -> id: files of one task share its id (SequenceDataset's rule)
     shape_meta: dict[str, Any] | None = None
     for path in paths:
         with open_dataset(path) as f:
             f.check_obs_keys(list(obs_keys))
+            shapes = {k: list(f.obs_shapes[k][0]) for k in obs_keys}
+            if embedding is not None:
+                shapes = {out_keys[0]: [embedding.dim]}
             meta = {
-                "obs": {k: {"shape": list(f.obs_shapes[k][0]), "type": "low_dim"} for k in obs_keys},
+                "obs": {k: {"shape": shape, "type": "low_dim"} for k, shape in shapes.items()},
                 "action": {"shape": [int(f.action_dim)]},
             }
             task = str(f.env_args.get("env_name", path))
@@ -68,7 +84,16 @@ def value_transitions(
         if shape_meta is not None and meta != shape_meta:
             raise ValueError(f"{path}: obs/action shapes {meta} differ from {paths[0]} ({shape_meta})")
         shape_meta = meta
-        tr = chunk_transitions(path, obs_keys, n_obs_steps, action_steps, reward, demo_limit, discount)
+        tr = chunk_transitions(
+            path,
+            obs_keys,
+            n_obs_steps,
+            action_steps,
+            reward,
+            demo_limit,
+            discount,
+            obs_transform=obs_transform,
+        )
         tr["task_id"] = torch.full((len(tr["reward"]),), task_id, dtype=torch.long)
         for k, v in tr.items():
             parts.setdefault(k, []).append(v)
@@ -76,7 +101,7 @@ def value_transitions(
         raise ValueError("value learning needs at least one dataset path")
     data = {k: torch.cat(v) for k, v in parts.items()}
     a_dim = int(shape_meta["action"]["shape"][0])
-    obs = {k: data[f"obs/{k}"][:, -1].flatten(1).numpy() for k in obs_keys}
+    obs = {k: data[f"obs/{k}"][:, -1].flatten(1).numpy() for k in out_keys}
     stats = compute_stats({**obs, "action": data["action"].reshape(-1, a_dim).numpy()})
     return data, shape_meta, stats, list(tasks)
 
@@ -250,4 +275,31 @@ def load_critic(path: str | os.PathLike, device: str | torch.device = "cpu") -> 
     critic.task_names = list(cfg.get("tasks") or [])
     critic.algo = cfg.get("algo")
     critic.requires_grad_(False)
-    return critic.to(device).eval()
+    critic = critic.to(device).eval()
+    if cfg.get("embed"):  # trained on a pixel base's embedding: score raw windows through that base
+        return embedded_critic(critic, cfg["embed"], where, device)
+    return critic
+
+
+def embedded_critic(
+    critic: NormalizedCritic, embed: Mapping[str, Any], where: Path, device: str | torch.device
+) -> Any:
+    """``critic`` scoring raw observation windows through the frozen base whose embedding it was trained on
+    (the base is reloaded from its recorded path and refused if its weights changed)."""
+    from robosteer.policies.checkpoint import load_policy, state_dict_hash
+    from robosteer.policies.steering.embedding import BaseEmbedding, EmbeddedCritic
+
+    base_dir = Path(embed["base"])
+    if not base_dir.exists():
+        raise CheckpointError(
+            f"{where}: key 'embed.base' points to {base_dir}, which no longer exists: this critic reads that "
+            "base's embedding, restore it there"
+        )
+    base = load_policy(base_dir, which=embed["which"], device=device)
+    if state_dict_hash(base) != embed["hash"]:
+        raise CheckpointError(
+            f"{where}: the base at {base_dir} (which={embed['which']}) is not the one whose embedding this "
+            "critic was trained on (weight hash differs)"
+        )
+    base.requires_grad_(False).eval()
+    return EmbeddedCritic(critic, BaseEmbedding(base))

@@ -309,7 +309,8 @@ def test_steer_cli_expo_single_step_rlpd_and_bad_input(setup):
     assert p.returncode != 0 and "algo=expo needs base=" in p.stderr
 
 
-@pytest.mark.parametrize("protocol", ["robosteer", "openpi"])
+# openpi's wire is the same loop over another codec (tests/real pins the codec): slow, to keep the suite short
+@pytest.mark.parametrize("protocol", ["robosteer", pytest.param("openpi", marks=pytest.mark.slow)])
 def test_dsrl_steers_a_served_base(setup, protocol):
     """robosteer-steer base=ws://...: the served base decodes DSRL's latents as the local base does (to float
     rounding: the server computes in this process), the run trains and records the URL, and robosteer-eval of

@@ -170,3 +170,46 @@ def test_multitask_generalist_steered_through_robosteer_eval(tmp_path) -> None:
     assert p.returncode != 0 and "replan_every=5" in p.stderr and "1..4" in p.stderr
     p = _run_cli("robosteer.scripts.evaluate", *common, "steer=vgps", f"out={tmp_path / 'bad'}")
     assert p.returncode != 0 and "needs critic=" in p.stderr
+
+
+def test_vgps_from_pixels_critic_reads_the_base_embedding_and_steers_its_policy(pixel_base_run) -> None:
+    """robosteer-value embed=<pixel run>: the critic trains on that base's embedding of its proprio + camera
+    windows (no state), scores raw windows through it, and steers the pixel policy in robosteer-eval."""
+    from robosteer.policies.checkpoint import CheckpointError, load_policy
+    from robosteer.policies.steering.embedding import EMBED_KEY, BaseEmbedding, EmbeddedCritic
+    from robosteer.policies.value import load_critic
+
+    work, base = pixel_base_run
+    demos = work / "demos" / "demos.hdf5"
+    critic_run = work / "critic"
+    p = _value("algo=calql", f"dataset={demos}", f"embed={base}", "steps=20", *TINY, f"out={critic_run}")
+    assert p.returncode == 0, p.stderr[-3000:]
+    critic = load_critic(critic_run)
+    assert isinstance(critic, EmbeddedCritic) and critic.critic.obs_keys == [EMBED_KEY]
+    policy = load_policy(base, which="ema")
+    g = torch.Generator().manual_seed(0)
+    obs = {
+        "proprio": torch.randn(3, 2, 4, generator=g),
+        "image/corner": torch.randint(0, 256, (3, 2, 32, 32, 3), generator=g, dtype=torch.uint8),
+    }
+    action = torch.rand(3, 1, 4, generator=g) * 2 - 1
+    want = critic.critic.score(BaseEmbedding(policy).embed(obs), action)  # the base's embedding, by hand
+    torch.testing.assert_close(critic.score(obs, action), want)
+
+    common = [f"checkpoint={base}", "episodes=2", "num_envs=2", "max_episode_steps=12", "video=false"]
+    steer = ["steer=vgps", f"critic={critic_run}", "samples=4", "progress=false", f"out={work / 'vgps'}"]
+    p = _run_cli("robosteer.scripts.evaluate", *common, *steer)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads((work / "vgps" / "metrics.json").read_text())["episodes"] == 2
+
+    cfg_path = critic_run / "checkpoints" / "latest" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    assert cfg["embed"]["base"] == str(base.resolve()) and cfg["embed"]["which"] == "ema"
+    cfg["embed"]["hash"] = "0" * len(cfg["embed"]["hash"])  # another base's weights
+    cfg_path.write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match="weight hash differs"):
+        load_critic(critic_run)
+    bad = _value(
+        "algo=calql", f"dataset={demos}", f"embed={work / 'nowhere'}", "steps=2", f"out={work / 'bad'}"
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
