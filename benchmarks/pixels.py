@@ -1,7 +1,7 @@
 """Policies from pixels (``obs=pixels``: proprio + one camera, no privileged state) beside the same policies
 from state, on the same demos and wall budget; the encoders' training throughput; env steps/s with images.
 
-Three parts, each appending rows (``part``: encoders | env | train) to ``--rows``:
+Four parts, each appending rows (``part``: encoders | env | train | steer) to ``--rows``:
 
 - ``encoders``: samples/s of one Diffusion Policy training step (forward, backward, AdamW) on a batch of
   84 px images at To=2, per encoder (ours ``small`` at two widths, diffusion_policy's ResNet-18), in this
@@ -11,6 +11,10 @@ Three parts, each appending rows (``part``: encoders | env | train) to ``--rows`
 - ``train``: ``robosteer-train obs=<obs> policy=<p>`` on ``--demos`` push-v3 (etc.) demos collected with
   ``obs=pixels`` (the file holds state too, so both columns train on the same episodes), capped at
   ``--minutes`` of training, then 100 unseen evaluation episodes. Data vs update time come from the run.
+
+- ``steer``: ``robosteer-steer base=<--base>`` (DSRL-NA from pixels through the base's own embedding, the
+  CLI's defaults, ``--env-steps`` within ``--steer-minutes``), then 100 unseen episodes (seed 200000) of its
+  final actor with ``robosteer-eval``: success before (the base's stock sampler) and after, env steps, wall time.
 
 Run: ``python benchmarks/pixels.py encoders env`` (minutes), ``python benchmarks/pixels.py train --tasks push-v3
 --policies diffusion --obs pixels state --seeds 0 1`` (45 min of CPU per cell).
@@ -170,11 +174,58 @@ def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
     return rows
 
 
+def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
+    """DSRL-NA from pixels on ``args.base`` per seed: the steering run, then 100 unseen episodes of its actor."""
+    if not args.base:
+        raise SystemExit("steer: pass --base <run directory of a policy trained with obs=pixels>")
+    rows = []
+    for seed in args.seeds:
+        run = out / f"dsrl_s{seed}"
+        steer = [
+            "robosteer.scripts.steer",
+            f"base={args.base}",
+            f"env_steps={args.env_steps}",
+            f"seed={seed}",
+        ]
+        steer += [f"run.max_minutes={args.steer_minutes}", "run.eval_every=10000", "run.eval_episodes=50"]
+        steer += ["run.checkpoint_every=5000", "run.progress=false", f"out={run}"]
+        if not (run / "metrics.json").exists():
+            run_module(steer, run.with_suffix(".log"), ROOT)
+        m = json.loads((run / "metrics.json").read_text())
+        ev = out / f"dsrl_s{seed}_eval"
+        if not (ev / "metrics.json").exists():
+            evaluate = ["robosteer.scripts.evaluate", f"checkpoint={run}", f"episodes={args.episodes}"]
+            evaluate += ["seed=200000", "video=false", "progress=false", f"out={ev}"]
+            run_module(evaluate, ev.with_suffix(".log"), ROOT)
+        final = json.loads((ev / "metrics.json").read_text())["success_rate"]
+        row = {"task": m["task"], "algo": "dsrl-na", "obs": "pixels", "seed": seed, "base": str(args.base)}
+        row |= {k: m[k] for k in ("base_success_rate", "initial_success_rate", "success_rate", "env_steps")}
+        row |= {
+            "best_success_rate": m["best_success_rate"],
+            "final_eval_success_rate": final,
+            "final_eval_episodes": args.episodes,
+            "steer_eval_episodes": 50,
+            "steerability_ratio": (m.get("steerability") or {}).get("ratio"),
+            "wall_time_s": m["wall_time_s"],
+            **({"note": args.note} if args.note else {}),
+        }
+        rows.append(row)
+        print(
+            f"| {m['task']} | {seed} | {m['base_success_rate']:.2f} | {final:.2f} | {m['env_steps']} | "
+            f"{m['wall_time_s'] / 60:.1f} |",
+            flush=True,
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("parts", nargs="+", choices=["encoders", "env", "train"])
+    parser.add_argument("parts", nargs="+", choices=["encoders", "env", "train", "steer"])
+    parser.add_argument("--base", default=None, help="steer: the pixel policy's run directory")
+    parser.add_argument("--env-steps", type=int, default=30000, help="steer: env steps per run")
+    parser.add_argument("--steer-minutes", type=float, default=40.0, help="steer: wall budget per run")
     parser.add_argument("--seconds", type=float, default=10.0, help="encoders / env: measuring time per cell")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
@@ -205,6 +256,11 @@ def main(argv: list[str] | None = None) -> int:
         elif part == "env":
             print("| obs | image px | chunk | render | env steps/s |\n|---|---:|---:|---|---:|")
             rows = env_rows(args.tasks[0], args.seconds)
+        elif part == "steer":
+            print(
+                "| task | seed | base | steered, 100 ep. | env steps | wall min |\n|---|---:|---:|---:|---:|---:|"
+            )
+            rows = steer_rows(args, out)
         else:
             print(
                 "| task | policy | obs | seed | steps | samples/s | train min | success |\n|---|---|---|---:|---:|---:|---:|---:|"

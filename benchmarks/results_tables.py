@@ -671,10 +671,48 @@ def pixels_train(rows: list[Row]) -> str:
     return caption + "\n\n" + table(columns, body)
 
 
+def pixels_steer(rows: list[Row]) -> str:
+    """DSRL-NA from pixels: the base's success before and the steered actor's after, per seed."""
+    cells = last_per([r for r in rows if r["part"] == "steer"], lambda r: (r["task"], r["base"], r["seed"]))
+    body = [
+        [
+            r["task"],
+            r["seed"],
+            num(r["base_success_rate"]),
+            f"{r['steerability_ratio']:.2f}" if r.get("steerability_ratio") is not None else "–",
+            num(r["initial_success_rate"]),
+            num(r["best_success_rate"]),
+            f"**{num(r['final_eval_success_rate'])}**",
+            f"{r['env_steps']:,}",
+            f"{r['wall_time_s'] / 60:.0f}",
+        ]
+        for r in cells.values()
+    ]
+    first = next(iter(cells.values()))
+    caption = prose(
+        f"{measured(list(cells.values()))} Base: `{first['base']}`; the base and periodic figures on "
+        f"{first['steer_eval_episodes']} episodes (seed 100000), the final actor on {first['final_eval_episodes']} "
+        "unseen episodes (seed 200000)."
+    )
+    columns = [
+        "task",
+        "seed",
+        "base, stock sampler",
+        "steerability ratio",
+        "latent 0 (step 0)",
+        "best periodic eval",
+        "final actor, unseen ep.",
+        "env steps",
+        "wall min",
+    ]
+    return caption + "\n\n" + table(columns, body)
+
+
 GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "pixels_encoders": pixels_encoders,
     "pixels_env": pixels_env,
     "pixels_train": pixels_train,
+    "pixels_steer": pixels_steer,
     "expo_vs_rlpd": expo_vs_rlpd,
     "data_scaling": data_scaling,
     "vgps_mt10": vgps_mt10,
