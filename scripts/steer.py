@@ -68,23 +68,26 @@ class Steering:
         data["taken"] = data.pop("action")
         return data
 
+    def env_inputs(self) -> dict[str, Any]:
+        """``make_env`` keywords for the base's inputs: its obs mode, cameras and image size."""
+        from robosteer.scripts.evaluate import obs_mode
+
+        mode, cams, size = obs_mode(self.base.shape_meta)
+        return {"obs": mode, "cameras": cams, "image_size": size}
+
     def make_env(self, num_envs: int, seed: int = 0, **kwargs: Any) -> Any:
         """The task's batched env with the base's inputs (obs mode, cameras, image size) and To-step windows;
         seen through the base's embedding when it reads pixels (cameras render only at policy steps)."""
         from robosteer import sim
         from robosteer.policies.steering.embedding import EmbeddedObsEnv
-        from robosteer.scripts.evaluate import obs_mode
 
-        mode, cams, size = obs_mode(self.base.shape_meta)
         if self.embedding is not None and kwargs.get("action_chunk"):
             kwargs["render"] = "policy_steps"
         env = sim.make_env(
             self.task,
             num_envs=num_envs,
             seed=seed,
-            obs=mode,
-            cameras=cams,
-            image_size=size,
+            **self.env_inputs(),
             obs_history=self.to,
             randomization=self.cfg.get("randomization"),
             **kwargs,
@@ -238,7 +241,6 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     from robosteer.policies.steering.scratch import SCRATCH, make_scratch_base
     from robosteer.policies.steering.served import served_base
     from robosteer.real.client import PolicyConnectionError, is_url
-    from robosteer.scripts.evaluate import obs_mode
 
     torch.set_num_threads(int(cfg.threads))
     device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
@@ -313,7 +315,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     agent, offline, run_loop = build(steering)
     run_cfg = OnlineRunConfig(**{**OmegaConf.to_container(cfg.run, resolve=True), "device": str(device)})
 
-    mode, cams, size = obs_mode(base.shape_meta)
+    inputs = steering.env_inputs()
 
     def eval_fn(policy: Any, episodes: int | None = None) -> dict[str, Any]:
         with (
@@ -322,9 +324,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 task,
                 num_envs=int(cfg.eval_envs),
                 seed=int(cfg.eval_seed),
-                obs=mode,
-                cameras=cams,
-                image_size=size,
+                **inputs,
                 max_episode_steps=cfg.max_episode_steps,
                 randomization=cfg.get("randomization"),
             ) as eval_env,
