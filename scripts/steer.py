@@ -51,7 +51,6 @@ class Steering:
         if self.offline_path is None:
             return None
         from robosteer.policies.rl import chunk_transitions
-        from robosteer.policies.steering.embedding import EMBED_KEY, embed_windows
 
         run, embedding = self.cfg.run, self.embedding
         data = chunk_transitions(
@@ -61,9 +60,7 @@ class Steering:
             self.exec_steps,
             reward=str(run.reward),
             reward_scale=float(run.reward_scale),
-            obs_transform=None
-            if embedding is None
-            else lambda windows: {EMBED_KEY: embed_windows(embedding, windows)},
+            obs_transform=None if embedding is None else embedding.transform,
         )
         data["taken"] = data.pop("action")
         return data

@@ -433,8 +433,8 @@ class DSRLRunConfig(OnlineRunConfig):
 class LatentPlanner:
     """DSRL's chunk planner: the frozen base decoded at the latent its actor picks for the obs window."""
 
-    def __init__(self, base: Any, agent: DSRL, deterministic: bool = True) -> None:
-        self.base, self.agent, self.deterministic = base, agent, deterministic
+    def __init__(self, agent: DSRL, deterministic: bool = True) -> None:
+        self.agent, self.deterministic = agent, deterministic  # the agent holds the base (or its embedding)
 
     def plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
         obs = self.agent.embed(obs)  # pixels: raw windows -> {EMBED_KEY: (n, 1, G)}
@@ -453,7 +453,7 @@ class SteeredPolicy(ChunkPolicy):
     """Base + DSRL actor acting step by step: :class:`LatentPlanner` under the shared action queue."""
 
     def __init__(self, base: Any, agent: DSRL, deterministic: bool = True) -> None:
-        super().__init__(LatentPlanner(base, agent, deterministic), base)
+        super().__init__(LatentPlanner(agent, deterministic), base)
         self.agent = agent
 
 

@@ -60,6 +60,11 @@ class BaseEmbedding:
         cond = self.base.encode_obs({k: obs[k] for k in self.raw_keys})  # (B, G)
         return {EMBED_KEY: cond.unsqueeze(1)}
 
+    def transform(self, windows: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Raw numpy windows {key: (N, To, ...)} → {EMBED_KEY: (N, 1, G)} float32: the demonstrations'
+        ``obs_transform`` (``chunk_transitions``) and the env wrapper's observations alike."""
+        return {EMBED_KEY: embed_windows(self, {k: windows[k] for k in self.raw_keys})}
+
     @torch.no_grad()
     def sample(self, obs: Mapping[str, torch.Tensor], noise: Any = None) -> torch.Tensor:
         """Raw action chunk (B, Tp, Da) decoded from ``obs[EMBED_KEY]`` (B, 1, G) and ``noise`` (B, Tp, Da)."""
@@ -93,7 +98,7 @@ class EmbeddedObsEnv:
         )
 
     def _embed(self, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {EMBED_KEY: embed_windows(self.embedding, {k: obs[k] for k in self.embedding.raw_keys})}
+        return self.embedding.transform(obs)
 
     def reset(self, seed: Any = None) -> dict[str, np.ndarray]:
         return self._embed(self.env.reset(seed=seed))

@@ -62,9 +62,9 @@ def value_transitions(
     obs_transform = None
     out_keys = list(obs_keys)
     if embedding is not None:
-        from robosteer.policies.steering.embedding import EMBED_KEY, embed_windows
+        from robosteer.policies.steering.embedding import EMBED_KEY
 
-        obs_transform = lambda w: {EMBED_KEY: embed_windows(embedding, w)}  # noqa: E731
+        obs_transform = embedding.transform
         out_keys = [EMBED_KEY]
     parts: dict[str, list[torch.Tensor]] = {}
     tasks: dict[str, int] = {}  # name -> id: files of one task share its id (SequenceDataset's rule)
