@@ -56,6 +56,27 @@ def _evaluate(checkpoint: Path, task: str, episodes: int, out: Path, which: str 
     return float(json.loads((out / "metrics.json").read_text())["success_rate"])
 
 
+def _evaluate_trained(run: Path, task: str, episodes: int, out: Path) -> float | None:
+    """The final checkpoint's *trained* actor on the same unseen states as ``_evaluate`` (what the run would
+    act with without ``dsrl.actor_tau``), beside the averaged actor it acts with; None when it keeps none."""
+    import torch
+
+    from robosteer import sim
+    from robosteer.policies.steering.dsrl import load_steered_policy
+
+    metrics = out / "metrics.json"
+    if not metrics.exists():
+        torch.set_num_threads(1)
+        policy = load_steered_policy(str(run), trained=True)
+        if policy.agent.actor_avg is None:
+            return None
+        with torch.no_grad(), sim.make_env(task, num_envs=4, seed=EVAL_SEED, obs="state") as env:
+            m = sim.evaluate(env, policy, episodes=episodes, seed=EVAL_SEED, progress=False)
+        out.mkdir(parents=True, exist_ok=True)
+        metrics.write_text(json.dumps(m))
+    return float(json.loads(metrics.read_text())["success_rate"])
+
+
 def weak_base(
     task: str, out: Path, noise: float, steps: int, episodes: int, demos: int = 100
 ) -> tuple[Path, Path, float]:
@@ -144,9 +165,11 @@ def _row(
     task: str, variant: str, seed: int, base_success: float, run: Path, m: dict, wall: float, args: Any
 ) -> dict:
     """One results row: the run's final (``latest``) and validation-selected (``best``) steering actors
-    (+ frozen base), each on ``--episodes`` unseen states."""
+    (+ frozen base, + the final trained actor where the run acts with an averaged one), each on
+    ``--episodes`` unseen states."""
     final = _evaluate(run, task, args.episodes, Path(f"{run}_eval_latest"), which="latest")
     best = _evaluate(run, task, args.episodes, Path(f"{run}_eval_best"), which="best")
+    trained = _evaluate_trained(run, task, args.episodes, Path(f"{run}_eval_trained"))
     return {
         "task": task,
         "variant": variant,
@@ -155,6 +178,7 @@ def _row(
         "base_success": base_success,
         "success_rate": final,
         "best_actor_success": best,
+        **({"trained_actor_success": trained} if trained is not None else {}),
         "best_periodic": max(h["success_rate"] for h in m["history"]) if m["history"] else None,
         "episodes": args.episodes,
         "env_steps": m["env_steps"],

@@ -14,6 +14,7 @@ state dict), and always decoded under ``torch.no_grad()``.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
@@ -85,6 +86,12 @@ class DSRLConfig:
     # full: one latent per (Tp, Da) noise entry | shared: one Da-vector repeated over the Tp rows (nakamotoo/
     # dsrl_pi0: a far smaller space for the critics; check the base's success with repeated noise first)
     latent: str = "full"  # reference (ajwagen/dsrl)
+    # > 0 (ours): Polyak rate of an averaged copy of the actor, per actor step. It is the actor that acts
+    # wherever the run is judged (periodic evaluation, ``best``, the checkpoint, eval and deployment);
+    # exploration stays with the trained actor. The trained actor follows a critic that keeps moving, so its
+    # success swings between evaluations (push-v3: 0.88-0.98 over the last 30k env steps of a 100k run,
+    # final 0.84-0.89 vs best 0.92-0.96); the average holds what the recent actors share.
+    actor_tau: float = 0.0  # reference: none, the last trained actor acts
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -101,6 +108,8 @@ class DSRLConfig:
             raise ValueError(f"DSRL noise_bank={self.noise_bank} must be >= 0 (0: decode fresh latents)")
         if self.latent not in LATENTS:
             raise ValueError(f"DSRL latent={self.latent!r} is not known: expected one of {LATENTS}")
+        if not 0.0 <= self.actor_tau <= 1.0:
+            raise ValueError(f"DSRL actor_tau={self.actor_tau} must be in [0, 1] (0: no averaged actor)")
 
 
 class DSRL(OnlineLearner):
@@ -140,6 +149,8 @@ class DSRL(OnlineLearner):
             zero_init=True,
             scale_in_log_prob=False,  # SB3 scores the [-1, 1] action and rescales outside the policy
         )
+        # the Polyak-averaged actor that acts where the run is judged (``actor_tau``); never optimised
+        self.actor_avg = copy.deepcopy(self.actor).requires_grad_(False) if cfg.actor_tau > 0 else None
         self.temperature = Temperature(cfg.init_temperature, cfg.target_entropy)
         self.critic = CriticEnsemble(obs_dim, self.taken_dim, **kw)  # NA: Q^A(s, a_executed); SAC: Q(s, w)
         if cfg.variant == "na":
@@ -175,6 +186,11 @@ class DSRL(OnlineLearner):
     def frozen_base(self) -> Any:
         """The generative policy itself (behind its embedding when it reads pixels): To, Ta, inputs."""
         return self.base.base if isinstance(self.base, BaseEmbedding) else self.base
+
+    @property
+    def acting_actor(self) -> TanhGaussianActor:
+        """The actor that evaluation and deployment act with: the averaged one when kept, else the trained."""
+        return self.actor_avg if self.actor_avg is not None else self.actor
 
     def embed(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Raw obs windows → what the actor and critics read: the same windows, or the base's embedding."""
@@ -236,6 +252,8 @@ class DSRL(OnlineLearner):
 
         actor_loss, logp = self.actor_loss(s, alpha, generator)
         optimizer_step(self.actor_opt, actor_loss)
+        if self.actor_avg is not None:
+            polyak_update(self.actor_avg, self.actor, cfg.actor_tau)
         self.critic_opt.zero_grad(set_to_none=True)  # the actor step leaves grads on the critics: drop them
         if cfg.variant == "na":
             self.noise_critic_opt.zero_grad(set_to_none=True)
@@ -431,14 +449,17 @@ class DSRLRunConfig(OnlineRunConfig):
 
 
 class LatentPlanner:
-    """DSRL's chunk planner: the frozen base decoded at the latent its actor picks for the obs window."""
+    """DSRL's chunk planner: the frozen base decoded at the latent its actor picks for the obs window.
 
-    def __init__(self, agent: DSRL, deterministic: bool = True) -> None:
+    ``trained``: act with the trained actor even where the run keeps an averaged one (to compare the two)."""
+
+    def __init__(self, agent: DSRL, deterministic: bool = True, trained: bool = False) -> None:
         self.agent, self.deterministic = agent, deterministic  # the agent holds the base (or its embedding)
+        self.actor = agent.actor if trained else agent.acting_actor
 
     def plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
         obs = self.agent.embed(obs)  # pixels: raw windows -> {EMBED_KEY: (n, 1, G)}
-        latent, _ = self.agent.actor(self.agent.features(obs), deterministic=self.deterministic)
+        latent, _ = self.actor(self.agent.features(obs), deterministic=self.deterministic)
         return self.agent.base.sample(obs, noise=self.agent.to_noise(latent))  # (n, Tp, Da)
 
     def reset_rows(self, rows: torch.Tensor | None) -> None:
@@ -452,17 +473,22 @@ class LatentPlanner:
 class SteeredPolicy(ChunkPolicy):
     """Base + DSRL actor acting step by step: :class:`LatentPlanner` under the shared action queue."""
 
-    def __init__(self, base: Any, agent: DSRL, deterministic: bool = True) -> None:
-        super().__init__(LatentPlanner(agent, deterministic), base)
+    def __init__(self, base: Any, agent: DSRL, deterministic: bool = True, trained: bool = False) -> None:
+        super().__init__(LatentPlanner(agent, deterministic, trained), base)
         self.agent = agent
 
 
 def load_steered_policy(
-    path: str, deterministic: bool = True, which: str = "latest", device: str | torch.device = "cpu"
+    path: str,
+    deterministic: bool = True,
+    which: str = "latest",
+    device: str | torch.device = "cpu",
+    trained: bool = False,
 ) -> SteeredPolicy:
     """Rebuild base + steering actor from a DSRL run directory (or one of its checkpoints), both on ``device``.
 
     ``which``: ``latest`` or ``best`` (the best periodic evaluation); the base is checked by :func:`load_run`.
+    ``trained``: act with the trained actor where the run keeps an averaged one (``actor_tau``).
     """
     ck, base = load_run(path, which, "dsrl", ("obs_dim", "exec_slice", "obs_keys", "dsrl"))
     cfg = ck.config
@@ -471,7 +497,7 @@ def load_steered_policy(
     decoder = BaseEmbedding(base) if keys == (EMBED_KEY,) else base
     agent = DSRL(decoder, int(cfg["obs_dim"]), slice(*cfg["exec_slice"]), acting, keys, device=device)
     agent.load_state_dict(ck.modules["agent"])
-    policy = SteeredPolicy(base, agent.eval(), deterministic=deterministic)
+    policy = SteeredPolicy(base, agent.eval(), deterministic=deterministic, trained=trained)
     policy.task = cfg.get("task") or getattr(base, "task", None)
     return policy
 

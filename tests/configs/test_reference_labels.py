@@ -79,6 +79,7 @@ REFERENCE: dict[str, dict[str, object]] = {
         "noise_critic_steps": 10,
         "noise_critic_samples": 1,
         "noise_bank": 0,
+        "actor_tau": 0.0,  # no averaged actor (the SB3 fork evaluates its trained actor)
         "backup_entropy": True,
     },
     "expo": {

@@ -10,6 +10,7 @@ T_RL = "tests/policies/rl/test_rl_targets.py"
 T_RL_OLD = "tests/policies/rl/test_rl_blocks.py"
 STEER = "policies/steering/steerability.py"
 T_STEER = "tests/policies/steering/test_steerability.py"
+T_AVG = "tests/policies/steering/test_dsrl.py::test_averaged_actor_is_a_polyak_average_that_acts_where_the_run_is_judged"
 SERVED = "policies/steering/served.py"
 T_SERVED = "tests/scripts/test_steer.py::test_dsrl_steers_a_served_base"
 
@@ -357,5 +358,19 @@ FAULTS = [
         "None if noise is None else noise[i : i + n]",
         "None",
         T_SERVED,
+    ),
+    _f(
+        "averaged actor: the Polyak rate applied the wrong way round (the average jumps to the trained actor)",
+        DSRL,
+        "polyak_update(self.actor_avg, self.actor, cfg.actor_tau)",
+        "polyak_update(self.actor_avg, self.actor, 1.0 - cfg.actor_tau)",
+        T_AVG,
+    ),
+    _f(
+        "averaged actor: evaluation and deployment act with the trained actor",
+        DSRL,
+        "self.actor = agent.actor if trained else agent.acting_actor",
+        "self.actor = agent.actor",
+        T_AVG,
     ),
 ]

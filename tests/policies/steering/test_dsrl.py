@@ -29,6 +29,13 @@ class SignBase(nn.Module):
         return torch.sign(noise) + 0.0 * self.lin(obs["state"][:, -1]).unsqueeze(1)  # (B, 1, 1)
 
 
+class IdentityBase(SignBase):
+    """A base whose chunk is its noise: what the actor picked, unaltered."""
+
+    def sample(self, obs, noise=None):
+        return noise
+
+
 def _hash(module: nn.Module) -> str:
     h = hashlib.sha256()
     for k, v in sorted(module.state_dict().items()):
@@ -278,3 +285,39 @@ def test_temperature_lr_zero_keeps_alpha_fixed_and_a_negative_one_is_refused():
     assert stats["alpha"] == pytest.approx(1.0) and agent.temperature.alpha.item() == pytest.approx(1.0)
     with pytest.raises(ValueError, match=r"temperature_lr=-0.1 must be >= 0"):
         DSRLConfig(temperature_lr=-0.1)
+
+
+def test_averaged_actor_is_a_polyak_average_that_acts_where_the_run_is_judged():
+    """``actor_tau``: after each actor step the averaged actor is (1 − τ)·avg + τ·trained, exactly; the
+    evaluation planner acts with it, exploration and ``trained=True`` with the trained actor."""
+    from robosteer.policies.steering.dsrl import LatentPlanner
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    tau = 0.25
+    cfg = DSRLConfig(variant="sac", hidden=[16], batch_size=16, actor_tau=tau, actor_lr=1e-2)
+    agent = DSRL(SignBase(), obs_dim=2, exec_slice=slice(0, 1), config=cfg)
+    assert agent.actor_avg is not None and not any(p.requires_grad for p in agent.actor_avg.parameters())
+    assert "actor_avg.mean.weight" in agent.state_dict()  # checkpointed: resume and eval see it
+    for _ in range(3):
+        avg_before = {k: v.clone() for k, v in agent.actor_avg.state_dict().items()}
+        agent.update(_batch(agent, 16, g), generator=g)
+        trained = agent.actor.state_dict()
+        for k, v in agent.actor_avg.state_dict().items():
+            torch.testing.assert_close(v, (1 - tau) * avg_before[k] + tau * trained[k], rtol=0, atol=1e-6)
+    assert not torch.equal(agent.actor_avg.mean.weight, agent.actor.mean.weight)
+    obs = {"state": torch.randn(5, 1, 2, generator=g)}
+    feats = agent.features(obs)
+    want_avg = agent.actor_avg(feats, deterministic=True)[0]
+    want_trained = agent.actor(feats, deterministic=True)[0]
+    assert not torch.allclose(want_avg, want_trained)
+    object.__setattr__(agent, "base", IdentityBase())  # the chunk is the latent: the planner's actor shows
+    with torch.no_grad():
+        judged = LatentPlanner(agent).plan(obs, None)
+        compared = LatentPlanner(agent, trained=True).plan(obs, None)
+    torch.testing.assert_close(judged, want_avg.reshape(5, 1, 1))
+    torch.testing.assert_close(compared, want_trained.reshape(5, 1, 1))
+    explored, _ = agent.act(obs, deterministic=True)
+    torch.testing.assert_close(explored, want_trained)
+    with pytest.raises(ValueError, match="actor_tau"):
+        DSRLConfig(actor_tau=1.5)
