@@ -9,6 +9,7 @@ writes the metrics with ``error`` and exits with status 1.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import sys
@@ -70,6 +71,45 @@ def load_chunk_policy(cfg: DictConfig) -> Any:
     return load_backend(spec, which=str(cfg.which), deterministic=bool(cfg.deterministic))
 
 
+def runtime_config(cfg: DictConfig, **fixed: Any) -> Any:
+    """The control loop's knobs from ``cfg`` (deploy's top-level keys, or steer's ``runtime`` node: keys it
+    lacks keep :class:`~robosteer.real.runtime.RuntimeConfig`'s defaults), ``fixed`` over them; validated."""
+    from robosteer.real.runtime import RuntimeConfig
+
+    given = {f.name: cfg[f.name] for f in dataclasses.fields(RuntimeConfig) if cfg.get(f.name) is not None}
+    rc = RuntimeConfig(**{**given, **fixed})
+    rc.validate()
+    return rc
+
+
+def robot_driver(cfg: DictConfig, shape_meta: dict[str, Any], task: str | None) -> dict[str, Any]:
+    """The driver's keyword arguments; the sim twin also gets the task, the seed, and renders what the
+    policy reads (state, or proprio + its cameras at its image size)."""
+    driver = _plain(cfg.robot.driver)
+    if cfg.robot.name == "sim_twin":
+        if not task:
+            raise ValueError(
+                "robot=sim_twin needs task=<name> (the policy names no training task), e.g. task=push-v3"
+            )
+        from robosteer.scripts.evaluate import obs_mode
+
+        mode, cams, size = obs_mode(shape_meta)
+        driver.update(task=str(task), seed=int(cfg.seed), obs=mode, cameras=list(cams), image_size=size)
+    return driver
+
+
+def safety_filter(cfg: DictConfig, robot: Any) -> Any:
+    """The safety filter over the robot's own defaults, then ``robot.safety``, then the ``safety.*`` keys given."""
+    from robosteer.real.safety import SafetyConfig, SafetyFilter
+
+    defaults = robot.safety_defaults() if hasattr(robot, "safety_defaults") else {}
+    given = {k: v for k, v in _plain(cfg.get("safety")).items() if v != "???"}  # ???: not given
+    overrides = {**_plain(cfg.robot.get("safety")), **given}
+    return SafetyFilter(
+        SafetyConfig.from_dict({**defaults, **overrides}), robot.action_spec.shape[0], 1 / robot.rate_hz
+    )
+
+
 # Stages whose ValueError/KeyError/TypeError/FileNotFoundError is a configuration mistake, not a fault.
 CONFIG_STAGES = (
     "loading the policy",
@@ -100,22 +140,10 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
     from robosteer.policies.data import DatasetWriter
     from robosteer.real.drivers import make_robot
-    from robosteer.real.runtime import ControlLoop, RuntimeConfig, episode_metrics, run_episodes
-    from robosteer.real.safety import SafetyConfig, SafetyFilter
+    from robosteer.real.runtime import ControlLoop, episode_metrics, run_episodes
 
     start = time.perf_counter()
-    runtime_cfg = RuntimeConfig(
-        mode=str(cfg.mode),
-        async_threshold=None if cfg.async_threshold is None else int(cfg.async_threshold),
-        noise=str(cfg.noise),
-        inpaint=bool(cfg.get("inpaint", True)),
-        max_actions=cfg.max_actions,
-        blend=float(cfg.blend),
-        lead_s=cfg.lead_s,
-        policy_timeout_s=float(cfg.policy_timeout_s),
-        max_steps=cfg.max_steps,
-    )
-    runtime_cfg.validate()  # before a twin is spawned or an arm connected
+    runtime_cfg = runtime_config(cfg)  # before a twin is spawned or an arm connected
     check_safety_switch(cfg)
     events_path = run_dir / "safety_events.jsonl"
     driver = _plain(cfg.robot.driver)
@@ -132,27 +160,13 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         policy = load_chunk_policy(cfg)
         check_policy_inputs(cfg, policy.shape_meta, f"policy={cfg.policy_source}")
         task = cfg.task or getattr(policy, "task", None)
-        if cfg.robot.name == "sim_twin":
-            if not task:
-                raise ValueError(
-                    "robot=sim_twin needs task=<name> (the policy names no training task), e.g. task=push-v3"
-                )
-            from robosteer.scripts.evaluate import obs_mode
-
-            # the twin renders what the policy reads: state, or proprio + its cameras at its image size
-            mode, cams, size = obs_mode(policy.shape_meta)
-            driver.update(task=str(task), seed=int(cfg.seed), obs=mode, cameras=list(cams), image_size=size)
+        driver = robot_driver(cfg, policy.shape_meta, task)
         stage = "setting up the robot"
         robot = make_robot(str(cfg.robot.name), **driver)
         stage = "connecting to the robot"
         robot.connect()
         stage = "setting up the safety filter and control loop"
-        defaults = robot.safety_defaults() if hasattr(robot, "safety_defaults") else {}
-        given = {k: v for k, v in _plain(cfg.get("safety")).items() if v != "???"}  # ???: not given
-        overrides = {**_plain(cfg.robot.get("safety")), **given}
-        safety = SafetyFilter(
-            SafetyConfig.from_dict({**defaults, **overrides}), robot.action_spec.shape[0], 1 / robot.rate_hz
-        )
+        safety = safety_filter(cfg, robot)
         loop = ControlLoop(robot, policy, safety, runtime_cfg)
         stage = "opening the recording"
         if cfg.record:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,6 +196,92 @@ def steerability(
     return check
 
 
+ROBOT_REWARDS = ("success", "twin")
+
+
+def check_robot_steering(cfg: DictConfig, algo: str, served: bool, embedding: Any) -> None:
+    """What steering on a robot supports today, refused in one line before a twin is spawned or an arm moves."""
+    from robosteer.scripts.deploy import check_safety_switch
+
+    name = str(cfg.robot.name)
+    if algo != "dsrl" or cfg.variant != "na":
+        raise UsageError(
+            f"robot={name} steers with algo=dsrl variant=na (its critic learns from the actions the robot "
+            f"recorded); got algo={algo}" + (f" variant={cfg.variant}" if algo == "dsrl" else "")
+        )
+    if served or embedding is not None:
+        what = "a served base" if served else "a base that reads camera images"
+        raise UsageError(f"robot={name} steers a state-based base from a run directory, not {what} (yet)")
+    if cfg.reward not in ROBOT_REWARDS:
+        raise UsageError(f"reward={cfg.reward!r} is not valid on a robot: expected one of {ROBOT_REWARDS}")
+    if name != "sim_twin":
+        raise UsageError(
+            f"robot={name} reports no success or reward: steering a real arm needs a reward from a success "
+            "classifier or an operator, which are not built yet; robot=sim_twin steers on the twin"
+        )
+    check_safety_switch(cfg)
+
+
+def steer_on_robot(
+    s: Steering,
+    agent: Any,
+    offline: dict[str, Any] | None,
+    run_cfg: Any,
+    run_dir: Path,
+    eval_fn: Callable[..., dict[str, Any]],
+    checkpoint_config: dict[str, Any],
+) -> dict[str, Any]:
+    """DSRL on ``robot=``: deploy's control loop acts (safety filter, sync/async, lead), the learner trains
+    between episodes on what the robot recorded (real/steering.py); evaluation stays in the simulator."""
+    import torch
+
+    from robosteer.policies.steering.dsrl import prepare_offline
+    from robosteer.real.drivers import make_robot
+    from robosteer.real.runtime import ControlLoop
+    from robosteer.real.steering import LearnerActing, run_robot
+    from robosteer.scripts.deploy import robot_driver, runtime_config, safety_filter
+
+    cfg = s.cfg
+    prepare_offline(agent, offline, run_cfg)
+    # the learner's executed rows are exactly what the loop sends per chunk
+    runtime = runtime_config(cfg.runtime, max_actions=s.exec_steps)
+    driver = robot_driver(cfg, s.base.shape_meta, s.task)
+    acting = LearnerActing(agent, s.base, torch.Generator(device=agent.device).manual_seed(int(cfg.seed)))
+    robot = make_robot(str(cfg.robot.name), **driver)
+    robot.connect()
+    loop = None
+    try:
+        loop = ControlLoop(robot, acting, safety_filter(cfg, robot), runtime, obs_keys=list(s.keys))
+        env_args = {
+            "env_name": s.task,
+            "type": 2,
+            "env_kwargs": {"suite": "metaworld", **driver},
+            "steer": {"robot": str(cfg.robot.name), "mode": runtime.mode, "reward": str(cfg.reward)},
+        }
+        metrics = run_robot(
+            agent,
+            loop,
+            acting,
+            run_cfg,
+            str(run_dir),
+            exec_steps=s.exec_steps,
+            episode_seed=300_000 + 10_000 * int(cfg.seed),  # apart from the demos' and the evaluations'
+            env_args=env_args,
+            eval_fn=eval_fn,
+            offline=offline,
+            resume=bool(cfg.resume),
+            checkpoint_config={**checkpoint_config, "robot": str(cfg.robot.name)},
+            learn_slice=int(cfg.num_envs),
+        )
+    finally:
+        if loop is not None:
+            loop.close()
+        robot.disconnect()
+    metrics["variant"] = agent.config.variant
+    metrics["robot"] = str(cfg.robot.name)
+    return metrics
+
+
 def _algo(cfg: DictConfig) -> str:
     """The chosen ``algo`` config group (Hydra's choice; the group's own key when composed elsewhere)."""
     from hydra.core.hydra_config import HydraConfig
@@ -305,6 +392,8 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     else:
         keys = tuple(base.shape_meta["obs"])
         obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
+    if cfg.get("robot"):  # before anything is built: what steering on a robot cannot do yet
+        check_robot_steering(cfg, algo, served, embedding)
     build, exec_steps_of = ALGOS[algo]
     exec_steps = exec_steps_of(cfg, ta)  # env steps per MDP action
     offline_file = offline_path(cfg, algo, ckpt_dir)
@@ -345,12 +434,19 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 "offline": offline_file,
                 "steerability": check.as_dict(),
             }
-    env = steering.make_env(
-        int(cfg.num_envs),
-        seed=int(cfg.seed),
-        action_chunk=exec_steps,
-        max_episode_steps=cfg.max_episode_steps,
-        vectorization=cfg.vectorization,
+    if cfg.get("robot"):  # on a robot: deploy's control loop acts, the learner trains between episodes
+        if cfg.reward == "success":
+            run_cfg = dataclasses.replace(run_cfg, reward="sparse")
+    env = (
+        None
+        if cfg.get("robot")
+        else steering.make_env(
+            int(cfg.num_envs),
+            seed=int(cfg.seed),
+            action_chunk=exec_steps,
+            max_episode_steps=cfg.max_episode_steps,
+            vectorization=cfg.vectorization,
+        )
     )
     base_hash = None if served else state_dict_hash(base)  # a served base's weights are the server's to keep
     base_metrics = None
@@ -359,26 +455,28 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         atomic_write_text(run_dir / "base_eval.json", json.dumps(base_metrics, indent=2))
     elif (run_dir / "base_eval.json").exists():
         base_metrics = json.loads((run_dir / "base_eval.json").read_text())
-    with env:
-        metrics = run_loop(
-            agent,
-            env,
-            run_cfg,
-            str(run_dir),
-            eval_fn=eval_fn,
-            offline=offline,
-            resume=bool(cfg.resume),
-            checkpoint_config={
-                "task": task,
-                "base": str(cfg.base) if served or cfg.base == SCRATCH else str(Path(cfg.base).resolve()),
-                "base_protocol": str(cfg.protocol) if served else None,
-                "scratch_shape": [state_dim, action_dim, int(cfg.scratch_chunk)]
-                if cfg.base == SCRATCH
-                else None,
-                "base_which": str(cfg.which),
-                "base_hash": base_hash,
-            },
-        )
+    checkpoint_config = {
+        "task": task,
+        "base": str(cfg.base) if served or cfg.base == SCRATCH else str(Path(cfg.base).resolve()),
+        "base_protocol": str(cfg.protocol) if served else None,
+        "scratch_shape": [state_dim, action_dim, int(cfg.scratch_chunk)] if cfg.base == SCRATCH else None,
+        "base_which": str(cfg.which),
+        "base_hash": base_hash,
+    }
+    if env is None:
+        metrics = steer_on_robot(steering, agent, offline, run_cfg, run_dir, eval_fn, checkpoint_config)
+    else:
+        with env:
+            metrics = run_loop(
+                agent,
+                env,
+                run_cfg,
+                str(run_dir),
+                eval_fn=eval_fn,
+                offline=offline,
+                resume=bool(cfg.resume),
+                checkpoint_config=checkpoint_config,
+            )
     if base_hash is not None and state_dict_hash(base) != base_hash:
         raise RuntimeError(
             "the base policy's weights changed during steering: this is a bug, please report it"
@@ -399,9 +497,15 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
 
 def _main(cfg: DictConfig) -> None:
+    from robosteer.real.steering import RobotSteeringError
+
     run_dir = start_run(cfg)
     with exit_codes("robosteer-steer"):  # bad dataset/checkpoint: 2; NaN loss: 1
-        metrics = steer(cfg, run_dir)
+        try:
+            metrics = steer(cfg, run_dir)
+        except RobotSteeringError as e:  # the arm is stopped, the episodes and the learner kept
+            print(f"robosteer-steer: robot fault: {e}", file=sys.stderr)
+            raise SystemExit(1) from None
     write_metrics(run_dir, metrics)
     if not metrics.get("check_only"):
         initial = "step-0 success" if metrics["algo"] == "expo" else "latent-0 success"

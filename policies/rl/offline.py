@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -89,46 +90,68 @@ def chunk_transitions(
                 raise DatasetError(
                     f"{path}: data/{name} has no '{missing}': it is needed for offline RL data"
                 )
-            actions = np.asarray(ep["actions"], dtype=np.float32)  # (T, A)
-            dones = np.asarray(ep["dones"]).astype(bool)  # (T,)
-            terminated = bool(dones.any())
-            # Truncate at the first true termination: nothing after it was executed by the chunk wrapper.
-            t_len = int(np.flatnonzero(dones)[0]) + 1 if terminated else len(actions)
-            start = np.arange(t_len)  # (N,) every chunk start
-            at = start[:, None] + np.arange(n_action_steps)[None]  # (N, Ta) step of each chunk entry
-            steps = np.minimum(at, t_len - 1)  # (N, Ta)
-            end = np.minimum(start + n_action_steps, t_len)  # index of s' in the T+1 state sequence
-            chunk_done = (start + n_action_steps >= t_len) & terminated  # holds the terminal step
-            if reward == "sparse":
-                r = np.where(chunk_done, 0.0, -1.0)
-            else:
-                rewards = np.asarray(ep["rewards"], dtype=np.float64)[:t_len]
-                valid = at < t_len  # (N, Ta)
-                r = (rewards[steps] * valid).sum(axis=1)
-                if reward == "shaped":
-                    r = shaped_chunk_reward(r, valid.sum(axis=1), n_action_steps, reward_scale)
-            if discount is not None:
-                parts.setdefault("mc_return", []).append(
-                    _mc_returns(r, n_action_steps, discount, terminated=terminated)
-                )
-            dtype = None if obs_transform is not None else np.float32  # images stay uint8 for the transform
-            windows = {}  # {key: (T+1, To, ...)}: the window ending at every state (transform only)
-            for k in keys:
-                obs = np.asarray(ep["obs"][k], dtype=dtype)[:t_len]
-                last = obs[-1:] if ep["next_obs"] is None else ep["next_obs"][k][t_len - 1 : t_len]
-                frames = np.concatenate([obs, np.asarray(last, dtype=obs.dtype)])  # (T+1, ...) states
-                if obs_transform is not None:
-                    windows[k] = _history(frames, np.arange(t_len + 1), n_obs_steps)
-                    continue
-                parts.setdefault(f"obs/{k}", []).append(_history(frames, start, n_obs_steps))
-                parts.setdefault(f"next_obs/{k}", []).append(_history(frames, end, n_obs_steps))
-            if obs_transform is not None:  # each state's window transformed once, then gathered
-                for k, v in obs_transform(windows).items():  # {key: (T+1, ...)}
-                    parts.setdefault(f"obs/{k}", []).append(v[start])
-                    parts.setdefault(f"next_obs/{k}", []).append(v[end])
-            parts.setdefault("action", []).append(actions[steps].reshape(len(start), -1))
-            parts.setdefault("reward", []).append(r.astype(np.float32))
-            parts.setdefault("done", []).append(chunk_done.astype(np.float32))
+            one = episode_transitions(
+                ep, keys, n_obs_steps, n_action_steps, reward, reward_scale, discount, obs_transform
+            )
+            for k, v in one.items():
+                parts.setdefault(k, []).append(v)
     if not parts:
         raise DatasetError(f"{path}: no demonstrations to turn into offline transitions")
     return {k: torch.from_numpy(np.concatenate(v)) for k, v in parts.items()}
+
+
+def episode_transitions(
+    ep: dict[str, Any],
+    keys: Sequence[str],
+    n_obs_steps: int,
+    n_action_steps: int,
+    reward: str = "sparse",
+    reward_scale: float = 10.0,
+    discount: float | None = None,
+    obs_transform: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None,
+    stride: int = 1,
+) -> dict[str, np.ndarray]:
+    """One episode's chunk transitions (numpy; :func:`chunk_transitions`' fields). ``ep``: ``obs`` {key:
+    (T, ...)}, ``next_obs`` (or None: the last observation stands for the state after it), ``actions``
+    (T, A), ``rewards`` (T,) (or None for sparse), ``dones`` (T,) true terminations. ``stride``: a chunk
+    starts every ``stride`` steps (1: every step; Ta: the chunks a robot executed back to back)."""
+    actions = np.asarray(ep["actions"], dtype=np.float32)  # (T, A)
+    dones = np.asarray(ep["dones"]).astype(bool)  # (T,)
+    terminated = bool(dones.any())
+    # Truncate at the first true termination: nothing after it was executed by the chunk wrapper.
+    t_len = int(np.flatnonzero(dones)[0]) + 1 if terminated else len(actions)
+    start = np.arange(0, t_len, stride)  # (N,) every chunk start
+    at = start[:, None] + np.arange(n_action_steps)[None]  # (N, Ta) step of each chunk entry
+    steps = np.minimum(at, t_len - 1)  # (N, Ta)
+    end = np.minimum(start + n_action_steps, t_len)  # index of s' in the T+1 state sequence
+    chunk_done = (start + n_action_steps >= t_len) & terminated  # holds the terminal step
+    if reward == "sparse":
+        r = np.where(chunk_done, 0.0, -1.0)
+    else:
+        rewards = np.asarray(ep["rewards"], dtype=np.float64)[:t_len]
+        valid = at < t_len  # (N, Ta)
+        r = (rewards[steps] * valid).sum(axis=1)
+        if reward == "shaped":
+            r = shaped_chunk_reward(r, valid.sum(axis=1), n_action_steps, reward_scale)
+    out: dict[str, np.ndarray] = {}
+    if discount is not None:
+        out["mc_return"] = _mc_returns(r, n_action_steps // stride or 1, discount, terminated=terminated)
+    dtype = None if obs_transform is not None else np.float32  # images stay uint8 for the transform
+    windows = {}  # {key: (T+1, To, ...)}: the window ending at every state (transform only)
+    for k in keys:
+        obs = np.asarray(ep["obs"][k], dtype=dtype)[:t_len]
+        last = obs[-1:] if ep["next_obs"] is None else ep["next_obs"][k][t_len - 1 : t_len]
+        frames = np.concatenate([obs, np.asarray(last, dtype=obs.dtype)])  # (T+1, ...) states
+        if obs_transform is not None:
+            windows[k] = _history(frames, np.arange(t_len + 1), n_obs_steps)
+            continue
+        out[f"obs/{k}"] = _history(frames, start, n_obs_steps)
+        out[f"next_obs/{k}"] = _history(frames, end, n_obs_steps)
+    if obs_transform is not None:  # each state's window transformed once, then gathered
+        for k, v in obs_transform(windows).items():  # {key: (T+1, ...)}
+            out[f"obs/{k}"] = v[start]
+            out[f"next_obs/{k}"] = v[end]
+    out["action"] = actions[steps].reshape(len(start), -1)
+    out["reward"] = r.astype(np.float32)
+    out["done"] = chunk_done.astype(np.float32)
+    return out

@@ -417,6 +417,12 @@ class DSRL(OnlineLearner):
         played, self._played = self._played, None
         self.bank_states(obs, played)
 
+    def observe_recorded(self, obs: Obs) -> None:
+        """NA with a noise bank: bank a recorded episode's states with K Gaussian latents each (which latent
+        the robot played at a chunk boundary of the recording is not kept)."""
+        self._played = None
+        self.bank_states(obs)
+
     def eval_policy(self) -> SteeredPolicy:
         return SteeredPolicy(self.frozen_base, self)
 
@@ -502,6 +508,19 @@ def load_steered_policy(
     return policy
 
 
+def prepare_offline(agent: DSRL, offline: dict | None, cfg: OnlineRunConfig) -> None:
+    """Before any loop (simulator or robot) starts: demonstrations need NA, and Q^W is fitted at their states
+    too (the actor trains there)."""
+    if offline is not None and agent.config.variant != "na":
+        raise ValueError(
+            "offline demonstrations need variant=na: DSRL-SAC's critic is over latents, not actions"
+        )
+    if offline is not None:
+        agent.bank_offline(
+            {k: offline[f"obs/{k}"] for k in agent.obs_keys}, cfg.offline_ratio, seed=cfg.seed + 2
+        )
+
+
 def run_dsrl(
     agent: DSRL, env: Any, cfg: OnlineRunConfig, out_dir: str, offline: dict | None = None, **kwargs: Any
 ) -> dict[str, Any]:
@@ -510,14 +529,7 @@ def run_dsrl(
     ``offline``: demonstration chunk transitions (NA only; ``taken`` = executed chunks) mixed into every batch
     at ``offline_ratio``. Returns the loop's metrics plus ``variant``.
     """
-    if offline is not None and agent.config.variant != "na":
-        raise ValueError(
-            "offline demonstrations need variant=na: DSRL-SAC's critic is over latents, not actions"
-        )
-    if offline is not None:  # Q^W is fitted at the offline states too (the actor trains there)
-        agent.bank_offline(
-            {k: offline[f"obs/{k}"] for k in agent.obs_keys}, cfg.offline_ratio, seed=cfg.seed + 2
-        )
+    prepare_offline(agent, offline, cfg)
     metrics = run_online(agent, env, cfg, out_dir, offline=offline, **kwargs)
     # the zero-initialised deterministic actor plays latent 0: initial_success_rate is the base's mode
     return {"variant": agent.config.variant, **metrics}

@@ -119,6 +119,9 @@ class OnlineLearner(nn.Module, ABC):
     def observe(self, obs: Obs, chunk: torch.Tensor, steps: Flags, done: Flags, success: Flags) -> None:
         """Every collected transition (executed steps per row, episode ends, ends in success)."""
 
+    def observe_recorded(self, obs: Obs) -> None:
+        """The states of transitions cut from a recorded episode (a robot's), added to the replay together."""
+
     def transition_fields(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         """Further replay fields stored with every transition, {name: (shape, dtype)}."""
         return {}
@@ -200,6 +203,197 @@ def with_extras(
     return {**transitions, **{name: torch.cat([p[name] for p in parts]) for name in parts[0]}}
 
 
+class OnlineRun:
+    """What every online steering loop shares, the simulator's (:func:`run_online`) and a robot's
+    (``robosteer.real.steering.run_robot``): the run engine, the replay (offline demonstrations mixed in at
+    ``offline_ratio``), the counters and evaluation history, ``checkpoints/latest`` (an exact resume), the
+    periodic evaluation with its ``best`` checkpoint, the owed gradient steps and the logged scalars.
+
+    ``obs_space``: the env's single observation space ({key: (To, ...)}); ``eval_fn(policy) ->
+    {"success_rate", ...}`` evaluates ``learner.eval_policy()``.
+    """
+
+    def __init__(
+        self,
+        learner: OnlineLearner,
+        obs_space: Any,
+        cfg: OnlineRunConfig,
+        out_dir: str,
+        eval_fn: Any = None,
+        offline: dict[str, torch.Tensor] | None = None,
+        resume: bool = False,
+        checkpoint_config: dict[str, Any] | None = None,
+    ) -> None:
+        from robosteer.policies.engine import Best, RunEngine, restore_generator
+        from robosteer.policies.rl import ReplayBuffer
+        from robosteer.policies.rng import set_rng_state
+
+        self.learner, self.cfg, self.eval_fn = learner, cfg, eval_fn
+        self.device = device = resolve_device(cfg.device)  # the learner was built there (``device=``)
+        built = getattr(learner, "device", device)
+        if torch.device(built).type != device.type:
+            raise ValueError(
+                f"the learner lives on {built} but the run's device={cfg.device!r}: build it with device={device.type!r}"
+            )
+        what, total, desc = f"steering ({learner.kind})", cfg.env_steps, learner.label
+        self.run = run = RunEngine(
+            out_dir, what=what, total=total, resume=resume, unit="env step", desc=desc, settings=cfg
+        )
+        self.keys = keys = learner.obs_keys
+        self.extra_fields = learner.transition_fields()  # asked once: fixed for the run
+        spec = transition_spec(obs_space, keys, learner.taken_dim, self.extra_fields)
+        self.buffer = ReplayBuffer(cfg.buffer_size, spec, device)
+        # The loop's generator lives on the training device, so sampling there needs no host round trip.
+        self.gen = torch.Generator(device=device).manual_seed(cfg.seed)
+        self.offline_buf = None
+        if offline is not None:  # extras from the learner as built (before a resume loads its weights)
+            offline = with_extras(
+                learner, offline, keys, torch.Generator(device=device).manual_seed(cfg.seed + 1)
+            )
+            self.offline_buf = ReplayBuffer(len(offline["reward"]), spec, device)
+            self.offline_buf.add(**offline)
+        self.counters = {
+            "env_steps": 0,
+            "transitions": 0,
+            "updates": 0,
+            "episodes": 0,
+            "pending_updates": 0.0,
+        }
+        self.history: list[dict[str, float]] = []
+        self.recent: list[tuple[bool, float]] = []  # (success, return) of the episodes that ended
+        self.info: dict[str, float] = {}  # the learner's latest figures
+        self.next_log = 0
+        self.config = {"kind": learner.kind, **learner.get_config(), **(checkpoint_config or {})}
+        ck = run.restore()
+        if ck is not None:
+            learner.load_state_dict(ck.modules["agent"])
+            for name, opt in learner.optimizers().items():
+                opt.load_state_dict(ck.modules[f"opt_{name}"])
+            self.buffer.load_state_dict(ck.modules["buffer"])
+            learner.load_extra_state({n: ck.modules[n] for n in learner.extra_state()})
+            self.counters.update(ck.extra["counters"])
+            self.history = list(ck.extra["history"])
+            run.best = Best.from_state(ck.extra.get("best"))
+            set_rng_state(ck.extra["rng"])
+            run.mark_saved(int(self.counters["env_steps"]))
+            restore_generator(
+                self.gen, ck.extra["generator"], reseed=cfg.seed + 7919 * int(self.counters["transitions"])
+            )
+        self.next_log = self.counters["env_steps"] + cfg.log_every
+
+    @property
+    def step(self) -> int:
+        return int(self.counters["env_steps"])
+
+    def save(self) -> None:
+        from robosteer.policies.rng import get_rng_state
+
+        learner = self.learner
+        modules: dict[str, Any] = {"agent": learner.state_dict(), "buffer": self.buffer.state_dict()}
+        modules.update({f"opt_{n}": o.state_dict() for n, o in learner.optimizers().items()})
+        modules.update(learner.extra_state())
+        extra = {
+            "counters": dict(self.counters),
+            "history": self.history,
+            "best": self.run.best.state(),
+            "rng": get_rng_state(),
+            "generator": self.gen.get_state(),
+        }
+        self.run.save_latest(modules, self.config, extra, self.step, learner.named_parameters())
+
+    def evaluate(self) -> None:
+        """``eval_fn`` on the learner's evaluation policy at this step; a new best is kept as ``best``."""
+        step, learner = self.step, self.learner
+        m = self.run.evaluate(
+            lambda: self.eval_fn(learner.eval_policy()),
+            step,
+            seed=self.cfg.seed,
+            best=lambda m: ({"agent": learner.state_dict()}, {**self.config, "score": self.run.best.state()}),
+        )
+        self.history.append({"env_steps": float(step), "success_rate": float(m["success_rate"])})
+
+    def sample(self, batch_size: int) -> dict[str, Any]:
+        from robosteer.policies.rl import sample_mixed
+
+        return as_batch(
+            sample_mixed(self.offline_buf, self.buffer, batch_size, self.cfg.offline_ratio, self.gen),
+            self.keys,
+        )
+
+    def tensors(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
+        return {k: torch.as_tensor(obs[k], dtype=torch.float32, device=self.device) for k in self.keys}
+
+    @property
+    def learning(self) -> bool:
+        """Past the warm-up: the learner acts and trains."""
+        return self.counters["transitions"] >= self.cfg.warmup_chunks
+
+    def learn(self, new_transitions: int) -> None:
+        """The gradient steps owed for ``new_transitions`` (``utd`` each, fractions carried over)."""
+        from robosteer.policies.engine import losses
+
+        counters = self.counters
+        counters["pending_updates"] += self.cfg.utd * new_transitions
+        n_updates = int(counters["pending_updates"])
+        counters["pending_updates"] -= n_updates
+        self.info.update(self.learner.learn(n_updates, new_transitions, self.sample, self.gen))
+        # a NaN/inf loss stops the run here, before any save: checkpoints/latest stays the last good one
+        self.run.check(losses(self.info), counters["env_steps"])
+        counters["updates"] += n_updates
+
+    def episode_ended(self, success: bool, ret: float) -> None:
+        self.recent.append((success, ret))
+        self.counters["episodes"] += 1
+
+    def log(self) -> dict[str, str]:
+        """Scalars every ``log_every`` env steps; the progress bar's postfix."""
+        step, run, counters = self.step, self.run, self.counters
+        postfix: dict[str, str] = {}
+        if step >= self.next_log:
+            self.next_log += self.cfg.log_every
+            elapsed = max(run.seconds(), 1e-9)
+            run.scalar("perf/env_steps_per_s", step / elapsed, step)
+            run.scalar("perf/updates_per_s", counters["updates"] / elapsed, step)
+            for k, v in self.info.items():
+                run.scalar(f"train/{k}", v, step)
+            if self.recent:
+                rate = float(np.mean([s for s, _ in self.recent[-50:]]))
+                run.scalar("train/success_rate", rate, step)
+                run.scalar("train/return", float(np.mean([x for _, x in self.recent[-50:]])), step)
+                postfix = {"success": f"{rate:.0%}", "q": f"{self.info.get('q', 0):.2f}"}
+        return postfix
+
+    def finish(self) -> dict[str, Any]:
+        """After the loop: keep what was learned on Ctrl-C (and re-raise it), else the final evaluation and
+        save; the run's metrics."""
+        if self.run.interrupted:  # Ctrl-C, as a flag: keep what was learned, skip the final evaluation
+            log.warning(
+                "interrupted at env step %d: saving checkpoints/latest (resume=true continues)", self.step
+            )
+            self.save()
+            raise KeyboardInterrupt
+        history = self.history
+        if self.eval_fn is not None and (not history or history[-1]["env_steps"] != self.step):
+            self.evaluate()
+        self.save()
+        return self.metrics()
+
+    def metrics(self) -> dict[str, Any]:
+        history, counters = self.history, self.counters
+        return {
+            "env_steps": counters["env_steps"],
+            "updates": counters["updates"],
+            "train_episodes": counters["episodes"],
+            "eval_episodes": self.cfg.eval_episodes,
+            "wall_time_s": self.run.seconds(),
+            "history": history,
+            "success_rate": history[-1]["success_rate"] if history else None,
+            "best_success_rate": self.run.best.success_rate if history else None,
+            "best_env_steps": self.run.best.step if history else None,
+            "initial_success_rate": history[0]["success_rate"] if history else None,
+        }
+
+
 def run_online(
     learner: OnlineLearner,
     env: Any,
@@ -217,93 +411,31 @@ def run_online(
     last observation. ``eval_fn(policy) -> {"success_rate", ...}`` evaluates ``learner.eval_policy()``.
     ``offline``: transitions with the replay's fields, mixed into every batch at ``offline_ratio``.
     """
-    from robosteer.policies.engine import Best, RunEngine, losses, restore_generator
-    from robosteer.policies.rl import ReplayBuffer, sample_mixed
     from robosteer.policies.rl.offline import shaped_chunk_reward
-    from robosteer.policies.rng import get_rng_state, set_rng_state
 
-    device = resolve_device(cfg.device)  # the learner was built there (DSRL/EXPO ``device=``)
-    built = getattr(learner, "device", device)
-    if torch.device(built).type != device.type:
-        raise ValueError(
-            f"the learner lives on {built} but the run's device={cfg.device!r}: build it with device={device.type!r}"
-        )
-    what, total, desc = f"steering ({learner.kind})", cfg.env_steps, learner.label
-    run = RunEngine(out_dir, what=what, total=total, resume=resume, unit="env step", desc=desc, settings=cfg)
-    keys = learner.obs_keys
-    extra_fields = learner.transition_fields()  # asked once: fixed for the run
-    spec = transition_spec(env.single_observation_space, keys, learner.taken_dim, extra_fields)
-    buffer = ReplayBuffer(cfg.buffer_size, spec, device)
-    # The loop's generator lives on the training device, so sampling there needs no host round trip.
-    gen = torch.Generator(device=device).manual_seed(cfg.seed)
-    offline_buf = None
-    if offline is not None:  # extras from the learner as built (before a resume loads its weights)
-        offline = with_extras(
-            learner, offline, keys, torch.Generator(device=device).manual_seed(cfg.seed + 1)
-        )
-        offline_buf = ReplayBuffer(len(offline["reward"]), spec, device)
-        offline_buf.add(**offline)
-    counters = {"env_steps": 0, "transitions": 0, "updates": 0, "episodes": 0, "pending_updates": 0.0}
-    history: list[dict[str, float]] = []
-    config = {"kind": learner.kind, **learner.get_config(), **(checkpoint_config or {})}
-    ck = run.restore()
-    if ck is not None:
-        learner.load_state_dict(ck.modules["agent"])
-        for name, opt in learner.optimizers().items():
-            opt.load_state_dict(ck.modules[f"opt_{name}"])
-        buffer.load_state_dict(ck.modules["buffer"])
-        learner.load_extra_state({n: ck.modules[n] for n in learner.extra_state()})
-        counters.update(ck.extra["counters"])
-        history = list(ck.extra["history"])
-        run.best = Best.from_state(ck.extra.get("best"))
-        set_rng_state(ck.extra["rng"])
-        run.mark_saved(int(counters["env_steps"]))
-        restore_generator(gen, ck.extra["generator"], reseed=cfg.seed + 7919 * int(counters["transitions"]))
-
-    def save() -> None:
-        modules: dict[str, Any] = {"agent": learner.state_dict(), "buffer": buffer.state_dict()}
-        modules.update({f"opt_{n}": o.state_dict() for n, o in learner.optimizers().items()})
-        modules.update(learner.extra_state())
-        extra = {
-            "counters": dict(counters),
-            "history": history,
-            "best": run.best.state(),
-            "rng": get_rng_state(),
-            "generator": gen.get_state(),
-        }
-        run.save_latest(modules, config, extra, int(counters["env_steps"]), learner.named_parameters())
-
-    def evaluate() -> None:
-        step = int(counters["env_steps"])
-        m = run.evaluate(
-            lambda: eval_fn(learner.eval_policy()),
-            step,
-            seed=cfg.seed,
-            best=lambda m: ({"agent": learner.state_dict()}, {**config, "score": run.best.state()}),
-        )
-        history.append({"env_steps": float(step), "success_rate": float(m["success_rate"])})
-
-    def sample(batch_size: int) -> dict[str, Any]:
-        return as_batch(sample_mixed(offline_buf, buffer, batch_size, cfg.offline_ratio, gen), keys)
-
-    def tensors(obs: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return {k: torch.as_tensor(obs[k], dtype=torch.float32, device=device) for k in keys}
-
+    o = OnlineRun(
+        learner,
+        getattr(env, "single_observation_space", None),
+        cfg,
+        out_dir,
+        eval_fn,
+        offline,
+        resume,
+        checkpoint_config,
+    )  # (the env's space is read after the device check)
+    run, counters, keys, device, gen = o.run, o.counters, o.keys, o.device, o.gen
     # Resumed runs restart their episodes from a fresh seed: env simulator state is not checkpointed.
     obs = env.reset(seed=cfg.seed + 7919 * counters["transitions"])
     num_envs = env.num_envs
     ep_return = np.zeros(num_envs)
-    recent: list[tuple[bool, float]] = []
-    next_log = counters["env_steps"] + cfg.log_every
-    info_acc: dict[str, float] = {}
-    run.start(int(counters["env_steps"]))  # a resumed run drops its stale events; Ctrl-C becomes a flag
+    run.start(o.step)  # a resumed run drops its stale events; Ctrl-C becomes a flag
     with run:
-        if not history and eval_fn is not None:
-            evaluate()  # the untrained learner on top of the base: the "step 0" point of the curve
+        if not o.history and eval_fn is not None:
+            o.evaluate()  # the untrained learner on top of the base: the "step 0" point of the curve
         while counters["env_steps"] < cfg.env_steps and not run.should_stop():
-            before = int(counters["env_steps"])
-            obs_t = tensors(obs)  # once a step
-            warm = counters["transitions"] < cfg.warmup_chunks
+            before = o.step
+            obs_t = o.tensors(obs)  # once a step
+            warm = not o.learning
             taken, chunk = (learner.warmup_action if warm else learner.explore)(obs_t, gen)
             next_obs, reward, terminated, truncated, info = env.step(chunk.cpu().numpy())
             steps = np.asarray(info["steps_executed"])
@@ -317,74 +449,32 @@ def run_online(
             terminated = np.asarray(terminated, dtype=bool)  # (B,) episode ended in success
             done_any = terminated | np.asarray(truncated)
             real_next = final_obs(info, next_obs, done_any, keys)
-            next_t = tensors(real_next)
-            buffer.add(
+            next_t = o.tensors(real_next)
+            o.buffer.add(
                 **{f"obs/{k}": obs_t[k] for k in keys},
                 **{f"next_obs/{k}": next_t[k] for k in keys},
                 taken=taken,
                 reward=torch.as_tensor(r, dtype=torch.float32, device=device),
                 done=torch.as_tensor(terminated, dtype=torch.float32, device=device),
-                **(learner.transition_extras(next_t, gen) if extra_fields else {}),
+                **(learner.transition_extras(next_t, gen) if o.extra_fields else {}),
             )
             learner.observe(obs_t, chunk, steps, done_any, terminated)
             counters["env_steps"] += int(steps.sum())
             counters["transitions"] += num_envs
             ep_return += r
             for i in np.flatnonzero(done_any):
-                recent.append((bool(terminated[i]), float(ep_return[i])))
-                counters["episodes"] += 1
+                o.episode_ended(bool(terminated[i]), float(ep_return[i]))
                 ep_return[i] = 0.0
             obs = next_obs
 
-            if counters["transitions"] >= cfg.warmup_chunks:
-                counters["pending_updates"] += cfg.utd * num_envs
-                n_updates = int(counters["pending_updates"])
-                counters["pending_updates"] -= n_updates
-                info_acc.update(learner.learn(n_updates, num_envs, sample, gen))
-                # a NaN/inf loss stops the run here, before any save: checkpoints/latest stays the last good one
-                run.check(losses(info_acc), counters["env_steps"])
-                counters["updates"] += n_updates
-
-            postfix: dict[str, str] = {}
-            if (step := counters["env_steps"]) >= next_log:
-                next_log += cfg.log_every
-                elapsed = max(run.seconds(), 1e-9)
-                run.scalar("perf/env_steps_per_s", step / elapsed, step)
-                run.scalar("perf/updates_per_s", counters["updates"] / elapsed, step)
-                for k, v in info_acc.items():
-                    run.scalar(f"train/{k}", v, step)
-                if recent:
-                    rate = float(np.mean([s for s, _ in recent[-50:]]))
-                    run.scalar("train/success_rate", rate, step)
-                    run.scalar("train/return", float(np.mean([x for _, x in recent[-50:]])), step)
-                    postfix = {"success": f"{rate:.0%}", "q": f"{info_acc.get('q', 0):.2f}"}
-            run.progress(int(steps.sum()), **postfix)
+            if o.learning:
+                o.learn(num_envs)
+            run.progress(int(steps.sum()), **o.log())
             if eval_fn is not None and run.due(counters["env_steps"], cfg.eval_every, before):
-                evaluate()
+                o.evaluate()
             if run.due(counters["env_steps"], cfg.checkpoint_every, before):
-                save()
-        if run.interrupted:  # Ctrl-C, as a flag: keep what was learned, skip the final evaluation
-            log.warning(
-                "interrupted at env step %d: saving checkpoints/latest (resume=true continues)",
-                counters["env_steps"],
-            )
-            save()
-            raise KeyboardInterrupt
-        if eval_fn is not None and (not history or history[-1]["env_steps"] != counters["env_steps"]):
-            evaluate()
-        save()
-    return {
-        "env_steps": counters["env_steps"],
-        "updates": counters["updates"],
-        "train_episodes": counters["episodes"],
-        "eval_episodes": cfg.eval_episodes,
-        "wall_time_s": run.seconds(),
-        "history": history,
-        "success_rate": history[-1]["success_rate"] if history else None,
-        "best_success_rate": run.best.success_rate if history else None,
-        "best_env_steps": run.best.step if history else None,
-        "initial_success_rate": history[0]["success_rate"] if history else None,
-    }
+                o.save()
+        return o.finish()
 
 
 def load_run(path: str, which: str, kind: str, keys: tuple[str, ...]) -> tuple[Any, Any]:

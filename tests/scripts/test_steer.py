@@ -388,3 +388,96 @@ def test_expo_from_pixels_is_refused_in_one_line(pixel_base_run):
     work, base = pixel_base_run
     p = _run("robosteer.scripts.steer", f"base={base}", "algo=expo", "out=expo", *TINY_STEER[:3], cwd=work)
     assert p.returncode == 2 and "reads camera images" in p.stderr and "Traceback" not in p.stderr
+
+
+TWIN = [
+    "robot=sim_twin",
+    "robot.driver.rate_hz=160",  # twice Meta-World's real time: a short test
+    "robot.driver.max_episode_steps=40",
+    "offline=none",
+    "eval_base=false",
+    "steerability.directions=0",
+    "steerability.states=8",
+    "dsrl.hidden=[32,32]",
+    "dsrl.batch_size=16",
+    "dsrl.noise_critic_steps=1",
+    "run.warmup_chunks=8",
+    "run.eval_every=100000",
+    "run.eval_episodes=2",
+    "eval_envs=2",
+    "max_episode_steps=16",
+    "run.progress=false",
+]
+
+
+def _twin_pids(parent: int) -> list[int]:
+    """The sim twin's process: a multiprocessing child of ``parent`` (not its resource tracker)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmd = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(fields[1]) == parent and "multiprocessing" in cmd and "resource_tracker" not in cmd:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def test_dsrl_steers_on_the_sim_twin_survives_its_kill_and_resumes(setup):
+    """robot=sim_twin: deploy's control loop acts, each episode is recorded as it ends and the learner is
+    saved after it; kill -9 of the twin stops the run (exit 1, one line) with nothing recorded lost, and
+    resume=true continues into a new session file until the budget; the base never changes."""
+    import signal
+    import time
+
+    import h5py
+
+    work, _, base = setup
+    before = state_dict_hash(load_policy(base, which="ema"))
+    cmd = [sys.executable, "-m", "robosteer.scripts.steer", f"base={base}", *TWIN, "out=twin"]
+    proc = subprocess.Popen([*cmd, "env_steps=100000"], cwd=work, env=ENV, stderr=subprocess.PIPE, text=True)
+    run = work / "twin"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (run / "checkpoints" / "latest").exists():
+        time.sleep(0.2)  # the first episode ended and was saved
+    twins = _twin_pids(proc.pid)
+    assert twins, "the sim twin process was not found"
+    os.kill(twins[0], signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err[-2000:]
+    fault = err.strip().splitlines()[-1]
+    assert fault.startswith("robosteer-steer: robot fault:") and "resume=true" in fault, err[-2000:]
+    with h5py.File(run / "episodes" / "session_000.hdf5") as f:
+        first = len(f["data"])
+    assert first >= 1
+    saved = json.loads((run / "checkpoints" / "latest" / "config.json").read_text())
+    assert saved["robot"] == "sim_twin"
+
+    p = subprocess.run(
+        [*cmd, "env_steps=200", "resume=true"], cwd=work, env=ENV, capture_output=True, text=True, timeout=300
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    m = json.loads((run / "metrics.json").read_text())
+    assert m["robot"] == "sim_twin" and m["env_steps"] >= 200 and m["updates"] > 0
+    assert m["base_hash"] == before == state_dict_hash(load_policy(base, which="ema"))
+    steps = 0
+    for session in ("session_000.hdf5", "session_001.hdf5"):  # the resumed run wrote a file of its own
+        with h5py.File(run / "episodes" / session) as f:
+            steps += sum(len(f["data"][d]["actions"]) for d in f["data"])
+    assert steps >= m["env_steps"]  # every counted step is in a recording (the aborted episode's too)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["robot=ur"], "reports no success or reward"),
+        (["robot=sim_twin", "variant=sac"], "algo=dsrl variant=na"),
+        (["robot=sim_twin", "reward=classifier"], "reward='classifier' is not valid on a robot"),
+    ],
+)
+def test_steering_on_a_robot_refuses_what_it_cannot_do_in_one_line(setup, extra, message):
+    work, _, base = setup
+    p = _run("robosteer.scripts.steer", f"base={base}", *extra, "steerability.directions=0", cwd=work)
+    assert p.returncode == 2 and message in p.stderr, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr

@@ -1,0 +1,202 @@
+"""Online steering on a robot: the learner acts through the deploy control loop, and learns from what the
+robot recorded.
+
+Why this shape (SERL's actor loop, with the learner in the same process for now):
+- Acting is ``robosteer-deploy``'s :class:`~robosteer.real.runtime.ControlLoop`, unchanged: the same safety
+  filter, sync/async execution, command lead for the link's latency, watchdog and fault contract. The
+  learner only takes the policy's place (:class:`LearnerActing`): each chunk request gets its warm-up or
+  exploration chunk.
+- Learning data come from the episode *as recorded* (robomimic layout, what deploy writes): the actions
+  the robot applied after the safety filter, cut into chunks of the executed length. For a critic over
+  executed actions (DSRL-NA) these are exact transitions whatever the loop did to the plan (a clipped
+  action, a hold while the next chunk was planned).
+- The learner trains between episodes, while the scene resets, never while the arm waits for a chunk: the
+  updates an episode owes run after it, in slices as the simulator loop makes them (``learn_slice``
+  transitions per call, its ``num_envs``), so the update ratios match ``robosteer-steer`` without a robot.
+- Every episode is written to ``episodes/session_<k>.hdf5`` as it ends (aborted ones too), and
+  ``checkpoints/latest`` is saved after it: a fault stops the arm and loses at most the episode it hit;
+  ``resume=true`` continues from the last saved episode into a new session file.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from robosteer.policies.steering.loop import OnlineLearner, OnlineRun, OnlineRunConfig, with_extras
+
+log = logging.getLogger(__name__)
+
+
+class RobotSteeringError(RuntimeError):
+    """A robot episode failed (the arm is stopped, the episode recorded, the learner saved): resume=true."""
+
+
+class LearnerActing:
+    """The control loop's policy while a learner steers: for each (1, To, ...) window, the learner's warm-up
+    (``warm``) or exploration chunk, as the (1, Tp, Da) plan the loop takes its executed rows from.
+
+    The loop must use exactly the learner's executed rows (``RuntimeConfig.max_actions`` = their number):
+    the plan's other rows repeat the nearest executed one and are never sent.
+    """
+
+    supports_prefix = False  # the learner picks the whole executed chunk
+
+    def __init__(self, learner: OnlineLearner, base: Any, generator: torch.Generator) -> None:
+        self.learner, self.generator = learner, generator
+        cfg = base.config
+        self.n_obs_steps, self.horizon = int(cfg.n_obs_steps), int(cfg.horizon)
+        self.n_action_steps = int(cfg.n_action_steps)
+        self.noise_shape = tuple(int(d) for d in base.noise_shape)
+        self.shape_meta = dict(base.shape_meta)
+        self.warm = True
+        self.device = torch.device(getattr(learner, "device", "cpu"))
+
+    def sample(
+        self, obs: dict[str, np.ndarray], noise: np.ndarray | None = None, prefix: np.ndarray | None = None
+    ) -> np.ndarray:
+        obs_t = {
+            k: torch.as_tensor(np.asarray(v), dtype=torch.float32, device=self.device) for k, v in obs.items()
+        }
+        act = self.learner.warmup_action if self.warm else self.learner.explore
+        with torch.no_grad():
+            _, chunk = act(obs_t, self.generator)  # (1, E, Da) executed rows
+        rows = chunk[0].cpu().numpy().astype(np.float32)  # (E, Da)
+        before = self.n_obs_steps - 1  # the plan's row To - 1 is the first executed one
+        after = self.horizon - before - len(rows)
+        return np.pad(rows, ((before, max(after, 0)), (0, 0)), mode="edge")[None]  # (1, Tp, Da)
+
+    def reset(self) -> None:
+        """Stateless between chunks: every plan depends on its window only."""
+
+
+def recorded_transitions(
+    arrays: dict[str, Any], keys: tuple[str, ...], n_obs_steps: int, exec_steps: int, cfg: OnlineRunConfig
+) -> dict[str, torch.Tensor]:
+    """A recorded episode (``obs`` {key: (T, ...)}, ``actions``, ``rewards``, ``dones``) as the replay's chunk
+    transitions: one every ``exec_steps`` steps from the start, ``taken`` the applied actions (T/E, E·Da),
+    rewards as ``cfg.reward`` makes them (sparse: the robot's success only)."""
+    from robosteer.policies.rl.offline import episode_transitions
+
+    ep = {**arrays, "next_obs": None}
+    t = episode_transitions(
+        ep, keys, n_obs_steps, exec_steps, cfg.reward, cfg.reward_scale, stride=exec_steps
+    )
+    t["taken"] = t.pop("action")
+    return {k: torch.from_numpy(np.asarray(v, dtype=np.float32)) for k, v in t.items()}
+
+
+def session_path(record_dir: Path) -> Path:
+    """``session_<k>.hdf5`` with k one past every earlier session's file (finished or cut short)."""
+    record_dir.mkdir(parents=True, exist_ok=True)
+    k = len({p.name.split(".")[0] for p in record_dir.glob("session_*.hdf5*")})
+    return record_dir / f"session_{k:03d}.hdf5"
+
+
+def run_robot(
+    learner: OnlineLearner,
+    loop: Any,
+    acting: LearnerActing,
+    cfg: OnlineRunConfig,
+    out_dir: str,
+    *,
+    exec_steps: int,
+    episode_seed: int,
+    env_args: dict[str, Any],
+    eval_fn: Any = None,
+    offline: dict[str, torch.Tensor] | None = None,
+    resume: bool = False,
+    checkpoint_config: dict[str, Any] | None = None,
+    learn_slice: int = 4,
+) -> dict[str, Any]:
+    """Steer on ``loop``'s robot until ``cfg.env_steps`` robot steps (every recorded step, holds included).
+
+    ``loop``: a :class:`~robosteer.real.runtime.ControlLoop` whose policy is ``acting``; episode k starts from
+    ``episode_seed + k`` (the twin's initial state). ``eval_fn`` evaluates the learner's policy (in the
+    simulator; a real arm has none). Returns the loop's metrics plus the robot's own figures.
+    """
+    from robosteer.policies.data import DatasetWriter
+    from robosteer.real.runtime import DeployError
+
+    space = {k: _Space(tuple(s)) for k, s in _window_shapes(acting, learner.obs_keys).items()}
+    o = OnlineRun(learner, space, cfg, out_dir, eval_fn, offline, resume, checkpoint_config)
+    run, counters, keys = o.run, o.counters, o.keys
+    acting.generator = o.gen  # acting draws from the run's generator (checkpointed: an exact resume)
+    path = session_path(Path(out_dir) / "episodes")
+    robot_success: list[bool] = []
+    held = 0
+    run.start(o.step)
+    with run, DatasetWriter(path, env_args=env_args, split_seed=cfg.seed) as writer:
+        if not o.history and eval_fn is not None:
+            o.evaluate()
+        while o.step < cfg.env_steps and not run.should_stop():
+            before = o.step
+            acting.warm = not o.learning
+            seed = episode_seed + int(counters["episodes"])
+            try:
+                ep = loop.run_episode(seed)
+            except (
+                DeployError
+            ) as e:  # the arm is stopped: keep the episode and the learner as of the last one
+                arrays = (e.episode or {}).get("arrays")
+                if arrays is not None:
+                    writer.add_episode(**arrays, attrs={"seed": seed, "status": "error"})
+                o.save()
+                raise RobotSteeringError(
+                    f"{e}; episodes so far are in {path}, the learner is saved as of the last finished "
+                    f"episode (resume=true continues)"
+                ) from e
+            arrays = ep.pop("arrays")
+            if arrays is None:
+                raise RobotSteeringError(f"episode seed={seed} recorded nothing (status {ep.get('status')})")
+            writer.add_episode(
+                **arrays, attrs={k: v for k, v in ep.items() if isinstance(v, int | float | str)}
+            )
+            t = with_extras(
+                learner, recorded_transitions(arrays, keys, acting.n_obs_steps, exec_steps, cfg), keys, o.gen
+            )
+            t = {k: v.to(o.device) for k, v in t.items()}
+            o.buffer.add(**t)
+            learner.observe_recorded({k: t[f"obs/{k}"] for k in keys})
+            n = len(t["reward"])
+            counters["env_steps"] += len(arrays["actions"])
+            counters["transitions"] += n
+            held += int(ep.get("held_ticks", 0))
+            robot_success.append(bool(ep["success"]))
+            o.episode_ended(bool(ep["success"]), float(t["reward"].sum()))
+            if o.learning:  # the updates this episode owes, sliced as the simulator loop makes them
+                for i in range(0, n, learn_slice):
+                    o.learn(min(learn_slice, n - i))
+            run.progress(o.step - before, **o.log())
+            run.scalar("robot/held_ticks", float(ep.get("held_ticks", 0)), o.step)
+            if ep.get("infer_ms_mean") is not None:
+                run.scalar("robot/infer_ms", float(ep["infer_ms_mean"]), o.step)
+            if eval_fn is not None and run.due(o.step, cfg.eval_every, before):
+                o.evaluate()
+            o.save()  # after every episode: a fault loses at most the episode it hits
+        metrics = o.finish()
+    recent = robot_success[-50:]
+    return {
+        **metrics,
+        "robot_episodes": len(robot_success),
+        "robot_success_rate_last50": float(np.mean(recent)) if recent else None,
+        "robot_held_ticks": held,
+        "recording": str(path),
+    }
+
+
+class _Space:
+    """The one attribute of a gym space the replay reads: ``shape``."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+
+
+def _window_shapes(acting: LearnerActing, keys: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    """(To, ...) per low-dim key the learner reads, from the base's shape_meta."""
+    obs = acting.shape_meta["obs"]
+    return {k: (acting.n_obs_steps, *[int(d) for d in obs[k]["shape"]]) for k in keys}

@@ -1,0 +1,81 @@
+"""The robot steering loop's parts: the learner's chunk as the control loop's plan, and a recorded episode
+as chunk transitions (real/steering.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from robosteer.policies.steering.loop import OnlineRunConfig
+from robosteer.real.steering import LearnerActing, recorded_transitions, session_path
+
+
+class _Base:
+    noise_shape = (6, 2)
+    shape_meta = {"obs": {"state": {"shape": [3]}}, "action": {"shape": [2]}}
+
+    class config:  # noqa: N801 (the policies' config attribute)
+        n_obs_steps, horizon, n_action_steps = 2, 6, 3
+
+
+class _Learner:
+    device = "cpu"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def warmup_action(self, obs, gen):
+        self.calls.append("warmup")
+        return None, torch.full((1, 3, 2), -1.0)
+
+    def explore(self, obs, gen):
+        self.calls.append("explore")
+        assert obs["state"].shape == (1, 2, 3) and obs["state"].dtype == torch.float32
+        return None, torch.arange(6.0).reshape(1, 3, 2)  # (1, E, Da)
+
+
+def test_the_learners_executed_rows_sit_where_the_control_loop_reads_them():
+    learner = _Learner()
+    acting = LearnerActing(learner, _Base(), torch.Generator())
+    window = {"state": np.zeros((1, 2, 3), dtype=np.float64)}
+    plan = acting.sample(window)
+    assert plan.shape == (1, 6, 2) and learner.calls == ["warmup"]
+    acting.warm = False
+    plan = acting.sample(window)
+    # the loop executes rows To-1 .. To-1+E-1 (max_actions = E): exactly the learner's chunk
+    np.testing.assert_array_equal(plan[0, 1:4], np.arange(6.0).reshape(3, 2))
+    np.testing.assert_array_equal(plan[0, 0], plan[0, 1])  # padding repeats the nearest executed row
+    np.testing.assert_array_equal(plan[0, 4:], np.repeat(plan[0, 3:4], 2, axis=0))
+    assert learner.calls == ["warmup", "explore"]
+
+
+@pytest.mark.parametrize("reward", ["sparse", "shaped"])
+def test_a_recorded_episode_becomes_back_to_back_chunks_of_the_applied_actions(reward):
+    t_len, ta = 7, 3
+    arrays = {
+        "obs": {"state": np.arange(t_len * 3, dtype=np.float32).reshape(t_len, 3)},
+        "actions": np.arange(t_len * 2, dtype=np.float32).reshape(t_len, 2),
+        "rewards": np.array([0, 1, 2, 3, 4, 5, 10], dtype=np.float32),
+        "dones": np.array([0, 0, 0, 0, 0, 0, 1], dtype=np.uint8),
+    }
+    cfg = OnlineRunConfig(reward=reward, reward_scale=10.0)
+    t = recorded_transitions(arrays, ("state",), 2, ta, cfg)
+    assert len(t["reward"]) == 3  # chunks start at 0, 3, 6
+    np.testing.assert_array_equal(t["taken"][1].numpy(), arrays["actions"][3:6].reshape(-1))
+    np.testing.assert_array_equal(t["taken"][2].numpy(), np.tile(arrays["actions"][6], 3))  # cut short: padded
+    np.testing.assert_array_equal(t["obs/state"][1].numpy(), arrays["obs"]["state"][[2, 3]])
+    np.testing.assert_array_equal(t["next_obs/state"][0].numpy(), arrays["obs"]["state"][[2, 3]])
+    np.testing.assert_array_equal(t["done"].numpy(), [0, 0, 1])
+    if reward == "sparse":  # the robot's success flag only
+        np.testing.assert_array_equal(t["reward"].numpy(), [-1, -1, 0])
+    else:  # Σ (r/10 − 1) / Ta over the executed steps
+        want = [(0.3 - 3) / 3, (1.2 - 3) / 3, (1.0 - 1) / 3]
+        np.testing.assert_allclose(t["reward"].numpy(), want, rtol=1e-6)
+
+
+def test_each_session_records_into_a_file_of_its_own(tmp_path):
+    assert session_path(tmp_path).name == "session_000.hdf5"
+    (tmp_path / "session_000.hdf5").touch()
+    (tmp_path / "session_001.hdf5.partial").touch()  # a session cut short by kill -9
+    assert session_path(tmp_path).name == "session_002.hdf5"
