@@ -337,6 +337,7 @@ def dsrl_weak_base(rows: list[Row]) -> str:
     )
     if not runs:
         raise TableError("no DSRL rows with variant 'na'")
+    averaged = any("trained_actor_success" in r for r in runs)
     bold = {}  # per task, the actor whose mean over seeds is higher (final on a tie)
     for task in dict.fromkeys(r["task"] for r in runs):
         rs = [r for r in runs if r["task"] == task]
@@ -350,6 +351,7 @@ def dsrl_weak_base(rows: list[Row]) -> str:
             if abs(h["success_rate"] - r["best_periodic"]) < 1e-9
         ]
         final, best = f"{r['success_rate']:.2f}", f"{r['best_actor_success']:.2f}"
+        trained = r.get("trained_actor_success")
         body.append(
             [
                 r["task"],
@@ -357,13 +359,18 @@ def dsrl_weak_base(rows: list[Row]) -> str:
                 f"{r['base_success']:.2f}",
                 f"{r['best_periodic']:.2f}" + (f" ({', '.join(at)})" if at else ""),
                 f"**{final}**" if bold[r["task"]] == "final" else final,
+                *([f"{trained:.2f}" if trained is not None else "—"] if averaged else []),
                 f"**{best}**" if bold[r["task"]] == "best" else best,
                 f"{r['env_steps']:,}",
                 f"{r['wall_s'] / 60:.1f}",
             ]
         )
     columns = ["task", "seed", "base, stock sampler (100 ep.)", "best periodic eval (50 ep.)"]
-    columns += ["final actor, 100 unseen ep.", "`best` actor, 100 unseen ep.", "env steps", "wall min"]
+    if averaged:  # runs that act with the Polyak-averaged actor (dsrl.actor_tau), beside the trained one
+        columns += ["final averaged actor, 100 unseen ep.", "final trained actor, same ep."]
+    else:
+        columns += ["final actor, 100 unseen ep."]
+    columns += ["`best` actor, 100 unseen ep.", "env steps", "wall min"]
     return table(columns, body)
 
 

@@ -327,6 +327,9 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     from robosteer.real.client import PolicyConnectionError, is_url
 
     torch.set_num_threads(int(cfg.threads))
+    if cfg.get("robot") and cfg.reward == "success":  # the demonstrations and the robot's episodes alike
+        log.info("reward=success on robot=%s: run.reward=sparse (-1 per chunk, 0 at success)", cfg.robot.name)
+        cfg.run.reward = "sparse"
     device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
     algo = _algo(cfg)
     # only preset=reference adds DSRL's keys to another algorithm's config
@@ -434,11 +437,8 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 "offline": offline_file,
                 "steerability": check.as_dict(),
             }
-    if cfg.get("robot"):  # on a robot: deploy's control loop acts, the learner trains between episodes
-        if cfg.reward == "success":
-            run_cfg = dataclasses.replace(run_cfg, reward="sparse")
     env = (
-        None
+        None  # on a robot: deploy's control loop acts, the learner trains between episodes
         if cfg.get("robot")
         else steering.make_env(
             int(cfg.num_envs),
