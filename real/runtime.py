@@ -82,6 +82,7 @@ class RuntimeConfig:
 class _Recording:
     obs: list[dict[str, np.ndarray]] = field(default_factory=list)  # per distinct observation
     seqs: list[int] = field(default_factory=list)
+    slots: list[int] = field(default_factory=list)  # the control slot each obs was captured in
     commanded: list[np.ndarray] = field(default_factory=list)  # the command sent when each obs arrived
     applied: dict[int, np.ndarray] = field(default_factory=dict)  # seq -> action the robot applied before it
     rewards: list[float] = field(default_factory=list)
@@ -196,6 +197,7 @@ class ControlLoop:
         obs_age_ms: list[float] = []
         schedule: dict[int, np.ndarray] = {}  # slot -> action; slot time = t0 + slot * dt
         sent: dict[int, np.ndarray] = {}  # slot -> command sent for it (the last Tp slots; inpainting)
+        acted: set[int] = set()  # slots a policy action (not a hold) was sent for
         hist: deque[dict[str, np.ndarray]] = deque(maxlen=self.to)
         pending: tuple[Future, Observation, int, float] | None = None
         lead = max(
@@ -237,6 +239,10 @@ class ControlLoop:
                 "obs_age_ms_mean": float(np.mean(obs_age_ms)) if obs_age_ms else None,
                 **stats,
                 "arrays": rec.arrays(),
+                # per recorded step: the arm held after it (no policy action was due in the next slot)
+                "held_steps": [
+                    s + 1 not in acted for s in rec.slots[: min(len(rec.obs), len(rec.commanded))]
+                ],
             }
 
         def abort(reason: str, cause: BaseException | None = None) -> DeployError:
@@ -282,6 +288,7 @@ class ControlLoop:
                     hist.append({k: np.asarray(ob.data[k]) for k in self.obs_keys})
                     obs_age_ms.append(1e3 * ob.age(now))
                     rec.add(ob, self.obs_keys)
+                    rec.slots.append(slot_of(ob))
                 if ob.info.get("done"):
                     success = bool(ob.info.get("success"))
                     status = "success" if success else "truncated"
@@ -372,6 +379,7 @@ class ControlLoop:
                 action = schedule.pop(slot, None)
                 if action is not None:
                     cmd = safety.filter(action, ob.data, now)
+                    acted.add(slot)
                 else:
                     state = safety.watchdog(now)
                     if state == "stop":
@@ -428,6 +436,7 @@ def run_episodes(
             ep = {"seed": seeds[i], "started": False, "success": False, "status": "error", "steps": 0}
             error = f"episode seed={seeds[i]} failed: {type(e).__name__}: {e}; the arm was stopped"
         arrays = ep.pop("arrays", None)
+        ep.pop("held_steps", None)  # per step, for a learner (real/steering.py); not a figure
         if writer is not None and arrays is not None:
             attrs = {k: v for k, v in ep.items() if v is not None and not isinstance(v, dict | list)}
             try:

@@ -20,6 +20,7 @@ Why this shape (SERL's actor loop, with the learner in the same process for now)
 
 from __future__ import annotations
 
+import itertools
 import logging
 from pathlib import Path
 from typing import Any
@@ -75,19 +76,48 @@ class LearnerActing:
 
 
 def recorded_transitions(
-    arrays: dict[str, Any], keys: tuple[str, ...], n_obs_steps: int, exec_steps: int, cfg: OnlineRunConfig
+    arrays: dict[str, Any],
+    keys: tuple[str, ...],
+    n_obs_steps: int,
+    exec_steps: int,
+    cfg: OnlineRunConfig,
+    held: list[bool] | None = None,
 ) -> dict[str, torch.Tensor]:
     """A recorded episode (``obs`` {key: (T, ...)}, ``actions``, ``rewards``, ``dones``) as the replay's chunk
-    transitions: one every ``exec_steps`` steps from the start, ``taken`` the applied actions (T/E, E·Da),
-    rewards as ``cfg.reward`` makes them (sparse: the robot's success only)."""
+    transitions: one every ``exec_steps`` applied policy actions from the start, ``taken`` those actions
+    (N, E·Da), rewards as ``cfg.reward`` makes them (sparse: the robot's success only).
+
+    ``held`` (T,): the steps after which the arm held (the control loop's ``held_steps``: planning, the lead
+    over the link). They are dropped, time passing with no action, their rewards and successes counted with
+    the action before them: in sync mode each transition is then one executed chunk, as in simulation.
+    """
     from robosteer.policies.rl.offline import episode_transitions
 
     ep = {**arrays, "next_obs": None}
+    if held is not None and not all(held):
+        ep = _without_holds(ep, np.asarray(held, dtype=bool))
     t = episode_transitions(
         ep, keys, n_obs_steps, exec_steps, cfg.reward, cfg.reward_scale, stride=exec_steps
     )
     t["taken"] = t.pop("action")
     return {k: torch.from_numpy(np.asarray(v, dtype=np.float32)) for k, v in t.items()}
+
+
+def _without_holds(ep: dict[str, Any], held: np.ndarray) -> dict[str, Any]:
+    """The steps with a policy action only: each keeps the rewards and successes up to the next one, and the
+    state after it is the next kept step's (the episode's last state after the last one)."""
+    kept = np.flatnonzero(~held)  # (K,)
+    bounds = np.append(kept, len(held))  # each kept step's span runs to the next kept step
+    rewards = ep.get("rewards")
+    spans = [slice(a, b) for a, b in itertools.pairwise(bounds)]
+    nxt = np.minimum(bounds[1:], len(held) - 1)  # (K,) the state after each kept action
+    return {
+        "obs": {k: np.asarray(v)[kept] for k, v in ep["obs"].items()},
+        "next_obs": {k: np.asarray(v)[nxt] for k, v in ep["obs"].items()},
+        "actions": np.asarray(ep["actions"])[kept],
+        "rewards": None if rewards is None else np.array([np.sum(rewards[sp]) for sp in spans]),
+        "dones": np.array([np.any(ep["dones"][sp]) for sp in spans]),
+    }
 
 
 def session_path(record_dir: Path) -> Path:
@@ -156,9 +186,9 @@ def run_robot(
             writer.add_episode(
                 **arrays, attrs={k: v for k, v in ep.items() if isinstance(v, int | float | str)}
             )
-            t = with_extras(
-                learner, recorded_transitions(arrays, keys, acting.n_obs_steps, exec_steps, cfg), keys, o.gen
-            )
+            held_steps = ep.pop("held_steps", None)
+            t = recorded_transitions(arrays, keys, acting.n_obs_steps, exec_steps, cfg, held_steps)
+            t = with_extras(learner, t, keys, o.gen)
             t = {k: v.to(o.device) for k, v in t.items()}
             o.buffer.add(**t)
             learner.observe_recorded({k: t[f"obs/{k}"] for k in keys})

@@ -79,3 +79,23 @@ def test_each_session_records_into_a_file_of_its_own(tmp_path):
     (tmp_path / "session_000.hdf5").touch()
     (tmp_path / "session_001.hdf5.partial").touch()  # a session cut short by kill -9
     assert session_path(tmp_path).name == "session_002.hdf5"
+
+
+def test_held_steps_are_dropped_and_their_reward_and_success_go_to_the_action_before():
+    """In sync mode the arm holds while each chunk is planned: the transitions skip those steps, so each one
+    is the executed chunk; a hold's reward and success count with the action before it."""
+    held = [True, False, False, True, True, False, False, True]  # 4 policy actions, Ta = 2
+    t_len = len(held)
+    arrays = {
+        "obs": {"state": np.arange(t_len, dtype=np.float32)[:, None].repeat(3, 1)},
+        "actions": np.arange(t_len, dtype=np.float32)[:, None].repeat(2, 1) + 0.5,
+        "rewards": np.arange(t_len, dtype=np.float32),
+        "dones": np.array([0, 0, 0, 0, 0, 0, 0, 1], dtype=np.uint8),  # success reached during the last hold
+    }
+    cfg = OnlineRunConfig(reward="dense")
+    t = recorded_transitions(arrays, ("state",), 1, 2, cfg, held)
+    np.testing.assert_array_equal(t["taken"][:, ::2].numpy(), [[1.5, 2.5], [5.5, 6.5]])  # kept actions only
+    np.testing.assert_array_equal(t["obs/state"][:, 0, 0].numpy(), [1, 5])
+    np.testing.assert_array_equal(t["next_obs/state"][:, 0, 0].numpy(), [5, 7])  # the next action's state
+    np.testing.assert_array_equal(t["reward"].numpy(), [1 + 2 + 3 + 4, 5 + 6 + 7])
+    np.testing.assert_array_equal(t["done"].numpy(), [0, 1])
