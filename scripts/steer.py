@@ -279,6 +279,7 @@ def steer_on_robot(
         robot.disconnect()
     metrics["variant"] = agent.config.variant
     metrics["robot"] = str(cfg.robot.name)
+    metrics["reward"], metrics["run_reward"] = str(cfg.reward), run_cfg.reward
     return metrics
 
 

@@ -12,7 +12,8 @@ Each fault is applied to a temporary copy of the repository (the working tree is
 run there in the default (non-slow) selection, and the fault is *killed* when at least one of them fails.
 A fault whose ``old`` text is not found exactly once is *stale* (the code moved on: update the fault). Exit
 status 1 when any fault survived or is stale. Not part of ``make test``: a tool for whoever changes an
-algorithm next (``python tests/faults/run.py -k dsrl`` runs the faults whose name holds "dsrl").
+algorithm next (``python tests/faults/run.py -k dsrl`` runs the faults whose name holds "dsrl";
+``--files $(git diff --name-only main~3)`` those planted in the files a change touched).
 """
 
 from __future__ import annotations
@@ -104,8 +105,13 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("-k", default="", help="only the faults whose name contains this text")
+    parser.add_argument(
+        "--files", nargs="*", help="only the faults planted in these files (e.g. those a change touched)"
+    )
     args = parser.parse_args()
     faults = [f for f in load_faults() if args.k in f["name"]]
+    if args.files is not None:
+        faults = [f for f in faults if f["file"] in set(args.files)]
     print("| # | fault | file | verdict | s |\n|---|---|---|---|---|", flush=True)
     bad = 0
     with tempfile.TemporaryDirectory(prefix="robosteer-faults-") as tmp:

@@ -51,10 +51,13 @@ class ScriptedChunkPolicy:
         self.nan_after: int | None = None
         self.fail_after: int | None = None
         self.windows: list[np.ndarray] = []
+        self.sample_delay_s = 0.0  # planning time (seconds) of every call
 
     def sample(self, obs: dict[str, np.ndarray], noise: Any = None) -> np.ndarray:
         self.calls += 1
         self.windows.append(np.asarray(obs["state"]))
+        if self.sample_delay_s:
+            time.sleep(self.sample_delay_s)
         if self.stall_after is not None and self.calls > self.stall_after:
             self.release.wait(5.0)
         if self.fail_after is not None and self.calls > self.fail_after:

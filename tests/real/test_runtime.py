@@ -41,6 +41,22 @@ def test_sync_executes_each_chunk_in_order(fake_robot: FakeRobot) -> None:
     loop.close()
 
 
+def test_sync_marks_the_steps_the_arm_held_between_chunks(fake_robot: FakeRobot) -> None:
+    """``held_steps`` (what a learner skips, real/steering.py): in sync mode every chunk's Ta actions run
+    back to back and the arm holds while the next is planned, so the steps not held come in runs of Ta."""
+    fake_robot.max_steps, fake_robot.rate_hz = 40, 50.0
+    policy = ScriptedChunkPolicy(np.array([0.0, 0.0, 0.1, 0.5]))
+    policy.sample_delay_s = 0.05  # planning takes a few ticks: the arm holds meanwhile
+    loop = make_loop(fake_robot, policy, mode="sync", safety={"hold_after_s": 0.2, "stop_after_s": 1.0})
+    ep = loop.run_episode(seed=0)
+    held = np.asarray(ep["held_steps"])
+    assert len(held) == len(ep["arrays"]["actions"]) and held.any()
+    runs = [len(list(g)) for k, g in itertools.groupby(held) if not k]  # lengths of the non-held stretches
+    # a late tick can move one step across a slot boundary (the mark comes from capture times)
+    assert len(runs) >= 3 and all(3 <= n <= 5 for n in runs[:-1]) and runs[-1] <= 5, runs
+    loop.close()
+
+
 def test_async_drops_stale_actions_and_blends(fake_robot: FakeRobot) -> None:
     fake_robot.max_steps = 40
     policy = ScriptedChunkPolicy(np.array([0.1, 0.0, 0.0, 0.0]), horizon=16, n_action_steps=8)

@@ -13,10 +13,12 @@ from robosteer.real.steering import LearnerActing, recorded_transitions, session
 
 class _Base:
     noise_shape = (6, 2)
-    shape_meta = {"obs": {"state": {"shape": [3]}}, "action": {"shape": [2]}}
 
-    class config:  # noqa: N801 (the policies' config attribute)
+    class config:
         n_obs_steps, horizon, n_action_steps = 2, 6, 3
+
+    def __init__(self) -> None:
+        self.shape_meta = {"obs": {"state": {"shape": [3]}}, "action": {"shape": [2]}}
 
 
 class _Learner:
@@ -63,7 +65,9 @@ def test_a_recorded_episode_becomes_back_to_back_chunks_of_the_applied_actions(r
     t = recorded_transitions(arrays, ("state",), 2, ta, cfg)
     assert len(t["reward"]) == 3  # chunks start at 0, 3, 6
     np.testing.assert_array_equal(t["taken"][1].numpy(), arrays["actions"][3:6].reshape(-1))
-    np.testing.assert_array_equal(t["taken"][2].numpy(), np.tile(arrays["actions"][6], 3))  # cut short: padded
+    np.testing.assert_array_equal(
+        t["taken"][2].numpy(), np.tile(arrays["actions"][6], 3)
+    )  # cut short: padded
     np.testing.assert_array_equal(t["obs/state"][1].numpy(), arrays["obs"]["state"][[2, 3]])
     np.testing.assert_array_equal(t["next_obs/state"][0].numpy(), arrays["obs"]["state"][[2, 3]])
     np.testing.assert_array_equal(t["done"].numpy(), [0, 0, 1])

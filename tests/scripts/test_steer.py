@@ -460,6 +460,7 @@ def test_dsrl_steers_on_the_sim_twin_survives_its_kill_and_resumes(setup):
     assert p.returncode == 0, p.stderr[-3000:]
     m = json.loads((run / "metrics.json").read_text())
     assert m["robot"] == "sim_twin" and m["env_steps"] >= 200 and m["updates"] > 0
+    assert (m["reward"], m["run_reward"]) == ("success", "sparse")  # the robot's success flag, demos alike
     assert m["base_hash"] == before == state_dict_hash(load_policy(base, which="ema"))
     steps = 0
     for session in ("session_000.hdf5", "session_001.hdf5"):  # the resumed run wrote a file of its own

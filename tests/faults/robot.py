@@ -1,0 +1,58 @@
+"""Planted faults in steering on a robot (``real/steering.py``, the control loop's held steps in
+``real/runtime.py``, the reward switch in ``scripts/steer.py``); ``python tests/faults/run.py -k robot``."""
+
+STEERING = "real/steering.py"
+T_PARTS = "tests/real/test_steering.py"
+T_CLI = "tests/scripts/test_steer.py::test_dsrl_steers_on_the_sim_twin_survives_its_kill_and_resumes"
+
+FAULTS = [
+    {
+        "name": "robot steering: the steps the arm held are learned as actions",
+        "file": STEERING,
+        "old": "    if held is not None and not all(held):\n",
+        "new": "    if False:\n",
+        "tests": [T_PARTS],
+    },
+    {
+        "name": "robot steering: a hold's success is dropped with it",
+        "file": STEERING,
+        "old": '"dones": np.array([np.any(ep["dones"][sp]) for sp in spans]),',
+        "new": '"dones": np.array([ep["dones"][sp][0] for sp in spans]),',
+        "tests": [T_PARTS],
+    },
+    {
+        "name": "robot steering: a transition starts at every recorded step, not at every executed chunk",
+        "file": STEERING,
+        "old": "ep, keys, n_obs_steps, exec_steps, cfg.reward, cfg.reward_scale, stride=exec_steps",
+        "new": "ep, keys, n_obs_steps, exec_steps, cfg.reward, cfg.reward_scale, stride=1",
+        "tests": [T_PARTS],
+    },
+    {
+        "name": "robot steering: the learner's chunk lands one row early in the control loop's plan",
+        "file": STEERING,
+        "old": "        before = self.n_obs_steps - 1  # the plan's row To - 1 is the first executed one\n",
+        "new": "        before = self.n_obs_steps - 2\n",
+        "tests": [T_PARTS],
+    },
+    {
+        "name": "robot steering: a resumed run records over the first session's file",
+        "file": STEERING,
+        "old": '    k = len({p.name.split(".")[0] for p in record_dir.glob("session_*.hdf5*")})\n',
+        "new": "    k = 0\n",
+        "tests": [T_PARTS],
+    },
+    {
+        "name": "robot steering: the control loop marks no step held",
+        "file": "real/runtime.py",
+        "old": "s + 1 not in acted for s in rec.slots",
+        "new": "False for s in rec.slots",
+        "tests": ["tests/real/test_runtime.py"],
+    },
+    {
+        "name": "robot steering: reward=success leaves the shaped simulator reward in force",
+        "file": "scripts/steer.py",
+        "old": '        cfg.run.reward = "sparse"\n',
+        "new": "        pass\n",
+        "tests": [T_CLI],
+    },
+]
