@@ -395,34 +395,20 @@ class OnlineRun:
 
 
 def run_online(
-    learner: OnlineLearner,
-    env: Any,
-    cfg: OnlineRunConfig,
-    out_dir: str,
-    eval_fn: Any = None,
-    offline: dict[str, torch.Tensor] | None = None,
-    resume: bool = False,
-    checkpoint_config: dict[str, Any] | None = None,
+    learner: OnlineLearner, env: Any, cfg: OnlineRunConfig, out_dir: str, **options: Any
 ) -> dict[str, Any]:
     """Collect chunk transitions from ``env`` and train ``learner``; returns the final metrics.
 
     ``env``: the batched env protocol with ``action_chunk`` set and observation histories (B, To, ...).
     Bootstrapping is cut only on true termination (success); a time-out keeps bootstrapping from its
-    last observation. ``eval_fn(policy) -> {"success_rate", ...}`` evaluates ``learner.eval_policy()``.
-    ``offline``: transitions with the replay's fields, mixed into every batch at ``offline_ratio``.
+    last observation. ``options``: :class:`OnlineRun`'s keywords: ``eval_fn(policy) -> {"success_rate", ...}``
+    evaluates ``learner.eval_policy()``; ``offline``: transitions with the replay's fields, mixed into every
+    batch at ``offline_ratio``; ``resume``; ``checkpoint_config``.
     """
     from robosteer.policies.rl.offline import shaped_chunk_reward
 
-    o = OnlineRun(
-        learner,
-        getattr(env, "single_observation_space", None),
-        cfg,
-        out_dir,
-        eval_fn,
-        offline,
-        resume,
-        checkpoint_config,
-    )  # (the env's space is read after the device check)
+    # (the env's space is read after the device check)
+    o = OnlineRun(learner, getattr(env, "single_observation_space", None), cfg, out_dir, **options)
     run, counters, keys, device, gen = o.run, o.counters, o.keys, o.device, o.gen
     # Resumed runs restart their episodes from a fresh seed: env simulator state is not checkpointed.
     obs = env.reset(seed=cfg.seed + 7919 * counters["transitions"])
@@ -430,7 +416,7 @@ def run_online(
     ep_return = np.zeros(num_envs)
     run.start(o.step)  # a resumed run drops its stale events; Ctrl-C becomes a flag
     with run:
-        if not o.history and eval_fn is not None:
+        if not o.history and o.eval_fn is not None:
             o.evaluate()  # the untrained learner on top of the base: the "step 0" point of the curve
         while counters["env_steps"] < cfg.env_steps and not run.should_stop():
             before = o.step
@@ -470,7 +456,7 @@ def run_online(
             if o.learning:
                 o.learn(num_envs)
             run.progress(int(steps.sum()), **o.log())
-            if eval_fn is not None and run.due(counters["env_steps"], cfg.eval_every, before):
+            if o.eval_fn is not None and run.due(counters["env_steps"], cfg.eval_every, before):
                 o.evaluate()
             if run.due(counters["env_steps"], cfg.checkpoint_every, before):
                 o.save()
