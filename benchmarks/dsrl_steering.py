@@ -10,7 +10,9 @@ most ``--max-minutes``; NA also loads the demos into its critic's offline buffer
 policy on the same unseen states. ``--variants scratch`` runs plain SAC from scratch (no base) as baseline. Each run
 is appended to ``<out>/results.jsonl`` as it finishes, so an interrupted grid resumes where it stopped;
 the table and ``<out>/curves.png`` (success vs env steps, from each run's periodic evaluations) are printed
-and written at the end. Extra ``robosteer-steer`` overrides go after ``--``.
+and written at the end. Extra ``robosteer-steer`` overrides go after ``--``. ``--robot sim_twin`` steers on the
+twin in its own process (at its real 80 Hz, ``--latency-ms`` of injected round trip, ``--reward``) through the
+deploy control loop (docs/steer_robot.md); its rows carry ``where`` and the robot's own figures.
 
     python benchmarks/dsrl_steering.py --tasks push-v3 pick-place-v3 --variants na sac scratch \
         --seeds 0 1 2 --out runs/bench/dsrl
@@ -203,10 +205,11 @@ def plot(results: list[dict], path: Path) -> None:
             ax.plot(
                 [p["env_steps"] for p in h],
                 [p["success_rate"] for p in h],
-                color=colors.get(r["variant"]),
+                color=colors.get(r["variant"]) if r.get("where", "sim") == "sim" else "tab:green",
                 ls=("-", "--", ":")[r["seed"] % 3],
                 alpha=0.8,
                 label=("SAC from scratch" if r["variant"] == "scratch" else f"DSRL-{r['variant']}")
+                + ("" if r.get("where", "sim") == "sim" else f" on {r['where']}")
                 + f" s{r['seed']}",
             )
         base = next(r["base_success"] for r in results if r["task"] == task)
@@ -244,12 +247,23 @@ def main() -> None:
     parser.add_argument(
         "--noise-check", action="store_true", help="only: each base's success with i.i.d. vs repeated noise"
     )
+    parser.add_argument(
+        "--robot",
+        help="steer on this robot (sim_twin) through the deploy control loop instead of the simulator",
+    )
+    parser.add_argument(
+        "--latency-ms", type=float, default=50.0, help="--robot sim_twin: injected round trip"
+    )
+    parser.add_argument(
+        "--reward", default="success", help="--robot: success | twin (robosteer-steer reward=)"
+    )
     parser.add_argument("overrides", nargs="*", help="extra robosteer-steer overrides (after --)")
     args = parser.parse_args()
     out = (ROOT / args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
-    done = read_results(results_path, ("task", "variant", "seed"))
+    done = read_results(results_path, ("task", "variant", "seed", "where"), defaults={"where": "sim"})
+    where = "sim" if not args.robot else f"{args.robot}_{args.reward}_{args.latency_ms:g}ms"
     for task in args.tasks:
         base, demos, base_success = weak_base(
             task, out, args.noise, args.base_steps, args.episodes, args.demos
@@ -267,14 +281,21 @@ def main() -> None:
         )
         for variant in args.variants:
             for seed in args.seeds:
-                if (task, variant, seed) in done:
+                if (task, variant, seed, where) in done:
                     continue
-                run = out / task / f"dsrl_{variant}_s{seed}"
+                run = (
+                    out
+                    / task
+                    / (f"dsrl_{variant}_s{seed}" if where == "sim" else f"dsrl_{variant}_{where}_s{seed}")
+                )
                 if variant == "scratch":  # plain SAC from scratch: no base, no demos
                     algo = ["base=scratch", f"task={task}", "variant=sac"]
                 else:
                     algo = [f"base={base}", "which=ema", f"variant={variant}"]
                     algo += [f"offline={demos}"] if variant == "na" else []
+                if args.robot:  # acting through real/: deploy's control loop, the learner between episodes
+                    algo += [f"robot={args.robot}", f"robot.driver.latency_ms={args.latency_ms:g}"]
+                    algo += [f"reward={args.reward}"]
                 command = ["robosteer.scripts.steer", *algo, *steer_budget(args, seed, run), *args.overrides]
                 wall = None  # a run that finished before its results row was written is reused as it is
                 if not (run / "metrics.json").exists():
@@ -285,15 +306,27 @@ def main() -> None:
                     wall = time.perf_counter() - start
                 m = json.loads((run / "metrics.json").read_text())
                 r = _row(task, variant, seed, base_success, run, m, wall or m["wall_time_s"], args)
+                r["where"] = where
+                if args.robot:  # the robot's own figures (its exploring policy's success, the held steps)
+                    r["robot"] = {
+                        "name": args.robot,
+                        "latency_ms": args.latency_ms,
+                        "reward": args.reward,
+                        **{
+                            k: m.get(k)
+                            for k in ("robot_episodes", "robot_success_rate_last50", "robot_held_ticks")
+                        },
+                        "updates": m.get("updates"),
+                    }
                 r.update(provenance(["python", "-m", *command], ROOT))
-                done[(task, variant, seed)] = r
+                done[(task, variant, seed, where)] = r
                 for path in [results_path, *([Path(args.rows)] if args.rows else [])]:
                     with path.open("a") as f:
                         f.write(json.dumps(r) + "\n")
                 print(json.dumps({k: v for k, v in r.items() if k != "history"}), flush=True)
     rows: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in done.values():
-        rows[(r["task"], r["variant"])].append(r)
+        rows[(r["task"], r["variant"] + ("" if r["where"] == "sim" else f" on {r['where']}"))].append(r)
     print(
         f"\nSuccess on {args.episodes} unseen episodes (eval seed {EVAL_SEED}); weak DP base vs DSRL-steered "
         "(final actor)"
