@@ -715,7 +715,45 @@ def pixels_steer(rows: list[Row]) -> str:
     return caption + "\n\n" + table(columns, body)
 
 
+def dsrl_robot(rows: list[Row]) -> str:
+    """DSRL-NA steered on a robot (the sim twin through the deploy control loop): where, reward, the periodic
+    evaluations (in the simulator), the final actors on unseen episodes, and the robot's own figures."""
+    runs = sorted(
+        last_per(rows, lambda r: (r["task"], r.get("where", "sim"), r["seed"])).values(),
+        key=lambda r: (r["task"], r.get("where", "sim"), r["seed"]),
+    )
+    if not runs:
+        raise TableError("no DSRL robot rows")
+    body = []
+    for r in runs:
+        robot = r.get("robot") or {}
+        where = "simulator" if not robot else f"{robot['name']}, {robot['latency_ms']:g} ms round trip"
+        curve = ", ".join(f"{h['success_rate']:.2f}" for h in r["history"])
+        trained = r.get("trained_actor_success")
+        body.append(
+            [
+                r["task"],
+                where,
+                robot.get("reward", "—"),
+                r["seed"],
+                f"{r['base_success']:.2f}",
+                curve,
+                f"**{r['success_rate']:.2f}**",
+                f"{trained:.2f}" if trained is not None else "—",
+                f"{r['best_actor_success']:.2f}",
+                f"{r['env_steps']:,}",
+                f"{r['wall_s'] / 60:.1f}",
+                f"{robot['robot_held_ticks'] / r['env_steps']:.0%}" if robot else "—",
+            ]
+        )
+    columns = ["task", "acting on", "reward", "seed", "base (100 ep.)", "periodic evals (50 ep., every 10k)"]
+    columns += ["final averaged actor, 100 unseen ep.", "final trained actor", "`best` actor", "env steps"]
+    columns += ["wall min", "steps held"]
+    return measured(runs) + "\n\n" + table(columns, body)
+
+
 GENERATORS: dict[str, Callable[[list[Row]], str]] = {
+    "dsrl_robot": dsrl_robot,
     "pixels_encoders": pixels_encoders,
     "pixels_env": pixels_env,
     "pixels_train": pixels_train,
