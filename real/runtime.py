@@ -156,6 +156,11 @@ class ControlLoop:
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
+    def wait_idle(self) -> None:
+        """Return once no chunk is being planned (an episode that ended mid-plan leaves one running): the
+        caller may then change the policy (a learner's update) without racing the planner thread."""
+        self._executor.submit(lambda: None).result()
+
     # ------------------------------------------------------------------ planning
     def _plan(
         self, window: dict[str, np.ndarray], noise: np.ndarray | None, prefix: np.ndarray | None = None

@@ -169,9 +169,7 @@ def run_robot(
             seed = episode_seed + int(counters["episodes"])
             try:
                 ep = loop.run_episode(seed)
-            except (
-                DeployError
-            ) as e:  # the arm is stopped: keep the episode and the learner as of the last one
+            except DeployError as e:  # the arm is stopped: keep the episode, and the learner as it was
                 arrays = (e.episode or {}).get("arrays")
                 if arrays is not None:
                     writer.add_episode(**arrays, attrs={"seed": seed, "status": "error"})
@@ -180,6 +178,7 @@ def run_robot(
                     f"{e}; episodes so far are in {path}, the learner is saved as of the last finished "
                     f"episode (resume=true continues)"
                 ) from e
+            loop.wait_idle()  # a plan cut short by the episode's end finishes before the learner updates
             arrays = ep.pop("arrays")
             if arrays is None:
                 raise RobotSteeringError(f"episode seed={seed} recorded nothing (status {ep.get('status')})")
