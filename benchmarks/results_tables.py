@@ -715,6 +715,12 @@ def pixels_steer(rows: list[Row]) -> str:
     return caption + "\n\n" + table(columns, body)
 
 
+def _run_reward(r: Row) -> str:
+    """A simulator run's reward mode: its ``run.reward=`` override, else the default (shaped)."""
+    given = [o.split("=", 1)[1] for o in r.get("overrides", []) if o.startswith("run.reward=")]
+    return given[-1] if given else "shaped"
+
+
 def dsrl_robot(rows: list[Row]) -> str:
     """DSRL-NA steered on a robot (the sim twin through the deploy control loop): where, reward, the periodic
     evaluations (in the simulator), the final actors on unseen episodes, and the robot's own figures."""
@@ -734,7 +740,7 @@ def dsrl_robot(rows: list[Row]) -> str:
             [
                 r["task"],
                 where,
-                robot.get("reward", "—"),
+                robot["reward"] if robot else _run_reward(r),
                 r["seed"],
                 f"{r['base_success']:.2f}",
                 curve,
