@@ -314,7 +314,13 @@ def main() -> None:
                         "reward": args.reward,
                         **{
                             k: m.get(k)
-                            for k in ("robot_episodes", "robot_success_rate_last50", "robot_held_ticks")
+                            for k in (
+                                "robot_episodes",
+                                "robot_success_rate_last50",
+                                "robot_held_steps",
+                                "robot_held_ticks",
+                            )
+                            if k in m
                         },
                         "updates": m.get("updates"),
                     }

@@ -721,6 +721,11 @@ def _run_reward(r: Row) -> str:
     return given[-1] if given else "shaped"
 
 
+def _held(robot: dict) -> int | None:
+    """Recorded robot steps the arm held after (runs before the count: the held control ticks)."""
+    return robot.get("robot_held_steps", robot.get("robot_held_ticks")) if robot else None
+
+
 def dsrl_robot(rows: list[Row]) -> str:
     """DSRL-NA steered on a robot (the sim twin through the deploy control loop): where, reward, the periodic
     evaluations (in the simulator), the final actors on unseen episodes, and the robot's own figures."""
@@ -749,7 +754,7 @@ def dsrl_robot(rows: list[Row]) -> str:
                 f"{r['best_actor_success']:.2f}",
                 f"{r['env_steps']:,}",
                 f"{r['wall_s'] / 60:.1f}",
-                f"{robot['robot_held_ticks'] / r['env_steps']:.0%}" if robot else "—",
+                f"{held / r['env_steps']:.0%}" if (held := _held(robot)) is not None else "—",
             ]
         )
     columns = ["task", "acting on", "reward", "seed", "base (100 ep.)", "periodic evals (50 ep., every 10k)"]

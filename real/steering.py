@@ -157,8 +157,7 @@ def run_robot(
     run, counters, keys = o.run, o.counters, o.keys
     acting.generator = o.gen  # acting draws from the run's generator (checkpointed: an exact resume)
     path = session_path(Path(out_dir) / "episodes")
-    robot_success: list[bool] = []
-    held = 0
+    counters.setdefault("held_steps", 0)  # checkpointed with the other counters: a resumed run keeps it
     run.start(o.step)
     with run, DatasetWriter(path, env_args=env_args, split_seed=cfg.seed) as writer:
         if not o.history and eval_fn is not None:
@@ -194,8 +193,7 @@ def run_robot(
             n = len(t["reward"])
             counters["env_steps"] += len(arrays["actions"])
             counters["transitions"] += n
-            held += int(ep.get("held_ticks", 0))
-            robot_success.append(bool(ep["success"]))
+            counters["held_steps"] += int(sum(held_steps or []))
             o.episode_ended(bool(ep["success"]), float(t["reward"].sum()))
             if o.learning:  # the updates this episode owes, sliced as the simulator loop makes them
                 for i in range(0, n, learn_slice):
@@ -208,12 +206,12 @@ def run_robot(
                 o.evaluate()
             o.save()  # after every episode: a fault loses at most the episode it hits
         metrics = o.finish()
-    recent = robot_success[-50:]
+    recent = [success for success, _ in o.recent[-50:]]  # this session's
     return {
         **metrics,
-        "robot_episodes": len(robot_success),
+        "robot_episodes": int(counters["episodes"]),
         "robot_success_rate_last50": float(np.mean(recent)) if recent else None,
-        "robot_held_ticks": held,
+        "robot_held_steps": int(counters["held_steps"]),  # of env_steps (every recorded robot step)
         "recording": str(path),
     }
 
