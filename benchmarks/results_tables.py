@@ -727,8 +727,7 @@ def _held(robot: dict) -> int | None:
 
 
 def dsrl_robot(rows: list[Row]) -> str:
-    """DSRL-NA steered on a robot (the sim twin through the deploy control loop): where, reward, the periodic
-    evaluations (in the simulator), the final actors on unseen episodes, and the robot's own figures."""
+    """DSRL-NA on the twin (deploy's control loop) beside the simulator: evals, final actors, held steps."""
     runs = sorted(
         last_per(rows, lambda r: (r["task"], r.get("where", "sim"), r["seed"])).values(),
         key=lambda r: (r["task"], r.get("where", "sim"), r["seed"]),
