@@ -291,15 +291,15 @@ FAULTS = [
     _f(
         "loop: utd ignores the number of envs",
         LOOP,
-        'counters["pending_updates"] += cfg.utd * num_envs',
-        'counters["pending_updates"] += cfg.utd',
+        'counters["pending_updates"] += self.cfg.utd * new_transitions',
+        'counters["pending_updates"] += self.cfg.utd',
         T_LOOP,
     ),
     _f(
         "loop: warm-up one iteration too long",
         LOOP,
-        'warm = counters["transitions"] < cfg.warmup_chunks',
-        'warm = counters["transitions"] <= cfg.warmup_chunks',
+        'return self.counters["transitions"] >= self.cfg.warmup_chunks',
+        'return self.counters["transitions"] > self.cfg.warmup_chunks',
         T_LOOP,
     ),
     _f(
@@ -312,8 +312,8 @@ FAULTS = [
     _f(
         "loop: offline_ratio ignored when sampling",
         LOOP,
-        "sample_mixed(offline_buf, buffer, batch_size, cfg.offline_ratio, gen)",
-        "sample_mixed(offline_buf, buffer, batch_size, 0.0, gen)",
+        "sample_mixed(self.offline_buf, self.buffer, batch_size, self.cfg.offline_ratio, self.gen)",
+        "sample_mixed(self.offline_buf, self.buffer, batch_size, 0.0, self.gen)",
         T_LOOP,
     ),
     _f(

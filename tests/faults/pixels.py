@@ -47,8 +47,8 @@ FAULTS = [
     {
         "name": "steering from pixels: offline next states are embedded at the chunk's start, not its end",
         "file": "policies/rl/offline.py",
-        "old": '                    parts.setdefault(f"next_obs/{k}", []).append(v[end])\n',
-        "new": '                    parts.setdefault(f"next_obs/{k}", []).append(v[start])\n',
+        "old": '            out[f"next_obs/{k}"] = v[end]\n',
+        "new": '            out[f"next_obs/{k}"] = v[start]\n',
         "tests": ["tests/policies/steering/test_embedding.py"],
     },
     {
