@@ -443,9 +443,8 @@ def run_episodes(
         arrays = ep.pop("arrays", None)
         ep.pop("held_steps", None)  # per step, for a learner (real/steering.py); not a figure
         if writer is not None and arrays is not None:
-            attrs = {k: v for k, v in ep.items() if v is not None and not isinstance(v, dict | list)}
             try:
-                ep["demo"] = writer.add_episode(**arrays, attrs=attrs)
+                ep["demo"] = writer.add_episode(**arrays, attrs=episode_attrs(ep))
             except Exception as e:  # a full disk: stop here rather than run episodes nobody records
                 error = error or f"recording episode seed={seeds[i]} failed: {type(e).__name__}: {e}"
         if ep.get("started", True):  # an episode whose reset failed is reported by ``error``, not counted
@@ -455,6 +454,11 @@ def run_episodes(
         if error is not None:
             break
     return episode_metrics(results, error, time.perf_counter() - start, loop.safety.counts)
+
+
+def episode_attrs(ep: dict[str, Any]) -> dict[str, Any]:
+    """An episode summary's scalar figures (seed, status, steps, latency...), as its recording's attributes."""
+    return {k: v for k, v in ep.items() if v is not None and not isinstance(v, dict | list)}
 
 
 def episode_metrics(

@@ -150,7 +150,7 @@ def run_robot(
     simulator; a real arm has none). Returns the loop's metrics plus the robot's own figures.
     """
     from robosteer.policies.data import DatasetWriter
-    from robosteer.real.runtime import DeployError
+    from robosteer.real.runtime import DeployError, episode_attrs
 
     space = {k: _Space(tuple(s)) for k, s in _window_shapes(acting, learner.obs_keys).items()}
     o = OnlineRun(learner, space, cfg, out_dir, eval_fn, offline, resume, checkpoint_config)
@@ -171,7 +171,7 @@ def run_robot(
             except DeployError as e:  # the arm is stopped: keep the episode, and the learner as it was
                 arrays = (e.episode or {}).get("arrays")
                 if arrays is not None:
-                    writer.add_episode(**arrays, attrs={"seed": seed, "status": "error"})
+                    writer.add_episode(**arrays, attrs=episode_attrs(e.episode or {}))
                 o.save()
                 raise RobotSteeringError(
                     f"{e}; episodes so far are in {path}, the learner is saved as of the last finished "
@@ -181,9 +181,7 @@ def run_robot(
             arrays = ep.pop("arrays")
             if arrays is None:
                 raise RobotSteeringError(f"episode seed={seed} recorded nothing (status {ep.get('status')})")
-            writer.add_episode(
-                **arrays, attrs={k: v for k, v in ep.items() if isinstance(v, int | float | str)}
-            )
+            writer.add_episode(**arrays, attrs=episode_attrs(ep))
             held_steps = ep.pop("held_steps", None)
             t = recorded_transitions(arrays, keys, acting.n_obs_steps, exec_steps, cfg, held_steps)
             t = with_extras(learner, t, keys, o.gen)
