@@ -52,6 +52,10 @@ class TrainConfig:
     lr_scheduler: str = "cosine"  # cosine | linear | constant (all after a linear warm-up)
     lr_warmup_steps: int = 500
     grad_clip_norm: float | None = 10.0  # None or <= 0: no clipping (the norm is still logged)
+    # ours: std of i.i.d. N(0, σ²) noise added to every demonstrated action of a batch (env units), clipped to
+    # the demos' action range. Clean demos give a base whose chunk hardly depends on its noise, which leaves
+    # DSRL nothing to steer; noisy targets spread it (0: off)
+    action_noise_std: float = 0.0
     ema: bool = True  # evaluation and the 'ema'/'best' weights use the moving average
     ema_power: float = 0.75
     ema_max_decay: float = 0.9999
@@ -81,6 +85,10 @@ class TrainConfig:
         LogSettings(self.logger, self.wandb_project, self.wandb_mode)  # a clear error at configuration time
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision={self.precision!r} is not known: expected one of {PRECISIONS}")
+        if not (self.action_noise_std >= 0 and np.isfinite(self.action_noise_std)):
+            raise ValueError(
+                f"action_noise_std={self.action_noise_std!r}: expected a finite std >= 0 (0: off)"
+            )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrainConfig:
@@ -139,6 +147,35 @@ class _BatchView(Dataset):
 
     def __getitem__(self, indices: list[int]) -> Any:
         return self.dataset.get_batch(indices)
+
+
+class ActionNoise:
+    """Adds N(0, ``std``²) to a batch's demonstrated actions (B, Tp, Da), clipped to [``low``, ``high``].
+
+    Draws from the global torch RNG, which every checkpoint saves, so a resumed run draws the same noise.
+    """
+
+    def __init__(self, std: float, low: np.ndarray, high: np.ndarray) -> None:
+        self.std = float(std)
+        self.low = torch.as_tensor(low, dtype=torch.float32)  # (Da,)
+        self.high = torch.as_tensor(high, dtype=torch.float32)  # (Da,)
+
+    @classmethod
+    def for_dataset(cls, std: float, dataset: Any) -> ActionNoise:
+        """The demos' own action range bounds the noisy actions (what the policy's normaliser was fitted on)."""
+        stats = getattr(dataset, "stats", None)
+        if not callable(stats):
+            raise ValueError(
+                f"action_noise_std={std} needs the dataset's action range, but {type(dataset).__name__} has no stats()"
+            )
+        action = stats()["action"]
+        return cls(std, np.asarray(action["min"]), np.asarray(action["max"]))
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        action = torch.as_tensor(batch["action"], dtype=torch.float32)  # (B, Tp, Da)
+        low, high = self.low.to(action.device), self.high.to(action.device)
+        noisy = action + self.std * torch.randn(action.shape, device=action.device)
+        return {**batch, "action": torch.maximum(torch.minimum(noisy, high), low)}
 
 
 class _LossModule(nn.Module):
@@ -238,6 +275,9 @@ class Trainer:
             )
         if cfg.compile:  # the wrapper only: the policy's weights and checkpoints keep their names
             self.model = torch.compile(self.model)
+        self.action_noise = (
+            ActionNoise.for_dataset(cfg.action_noise_std, self.dataset) if cfg.action_noise_std > 0 else None
+        )
         self.ema: EMAModel | None = None
         if cfg.ema:
             self.ema = EMAModel(
@@ -466,6 +506,8 @@ class Trainer:
                 while self.step < stop_at and not self._stop_requested():
                     t0 = time.perf_counter()
                     batch = _to_device(next(data_iter), self.device)
+                    if self.action_noise is not None:
+                        batch = self.action_noise(batch)
                     t1 = time.perf_counter()
                     self.optimizer.zero_grad(set_to_none=True)
                     with torch.autocast(self.device.type, torch.bfloat16, enabled=cfg.precision == "bf16"):
