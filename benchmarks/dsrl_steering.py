@@ -80,10 +80,11 @@ def _evaluate_trained(run: Path, task: str, episodes: int, out: Path) -> float |
 
 
 def weak_base(
-    task: str, out: Path, noise: float, steps: int, episodes: int, demos: int = 100
+    task: str, out: Path, noise: float, steps: int, episodes: int, demos: int = 100, augment: float = 0.0
 ) -> tuple[Path, Path, float]:
     """Collect ``demos`` noisy demos and train the weak base once per task: (base, demos, success on unseen
-    states). A base is weakened by noisy demos (``noise``) or by few of them (``demos``)."""
+    states). A base is weakened by noisy demos (``noise``) or by few of them (``demos``); ``augment`` trains
+    it with that action noise on the demos' actions (robosteer-train action_noise_std=)."""
     tag = f"noise{noise}" if demos == 100 else f"{demos}demos_noise{noise}"  # 100: the original names
     data = out / task / f"demos_{tag}"
     if not (data / "demos.hdf5").exists():
@@ -100,7 +101,7 @@ def weak_base(
             ],
             out / f"{task}_collect.log",
         )
-    base = out / task / f"base_dp_{tag}_{steps}"
+    base = out / task / (f"base_dp_{tag}_{steps}" + (f"_aug{augment}" if augment else ""))
     if not (base / "metrics.json").exists():
         _run(
             [
@@ -109,6 +110,7 @@ def weak_base(
                 f"dataset={data / 'demos.hdf5'}",
                 f"task={task}",
                 f"steps={steps}",
+                *([f"action_noise_std={augment}"] if augment else []),
                 "eval_episodes=50",
                 "progress=false",
                 f"out={base}",
@@ -176,7 +178,13 @@ def _row(
         "task": task,
         "variant": variant,
         "seed": seed,
-        "base": {"noise": args.noise, "demos": args.demos, "steps": args.base_steps},
+        "base": {
+            "noise": args.noise,
+            "demos": args.demos,
+            "steps": args.base_steps,
+            **({"augment": args.augment} if args.augment else {}),
+        },
+        **({"steerability": m["steerability"]} if m.get("steerability") else {}),
         "base_success": base_success,
         "success_rate": final,
         "best_actor_success": best,
@@ -237,6 +245,12 @@ def main() -> None:
         "--demos", type=int, default=100, help="demos collected for the base and offline data"
     )
     parser.add_argument("--base-steps", type=int, default=3000)
+    parser.add_argument(
+        "--augment",
+        type=float,
+        default=0.0,
+        help="train the base with this action noise on its demos' actions (robosteer-train action_noise_std)",
+    )
     parser.add_argument("--env-steps", type=int, default=100_000)
     parser.add_argument("--max-minutes", type=float, default=60.0)
     parser.add_argument("--episodes", type=int, default=100)
@@ -266,7 +280,7 @@ def main() -> None:
     where = "sim" if not args.robot else f"{args.robot}_{args.reward}_{args.latency_ms:g}ms"
     for task in args.tasks:
         base, demos, base_success = weak_base(
-            task, out, args.noise, args.base_steps, args.episodes, args.demos
+            task, out, args.noise, args.base_steps, args.episodes, args.demos, args.augment
         )
         if args.noise_check:
             check = shared_noise_check(base, task, args.episodes)
