@@ -3,8 +3,10 @@
 #   1. collect 100 scripted-expert demonstrations (robomimic HDF5)
 #   2. replay the dataset from its episode seeds (proves it regenerates exactly) and evaluate the expert
 #   3. train a Diffusion Policy on the demos, then evaluate it on 100 unseen initial states
-#   4. DSRL: a deliberately weak Diffusion Policy (trained on noisy demonstrations) is steered by DSRL-NA
-#      through its latent noise, weights frozen; base and steered policy evaluated on the same 100 states
+#   4. DSRL: a deliberately weak Diffusion Policy (trained on noisy demonstrations: the README headline's
+#      recipe and collection seed) is steered by DSRL-NA through its latent noise, weights frozen, with
+#      robosteer-steer's defaults (offline data = the base's own demos, shaped reward, averaged actor);
+#      base and steered policy evaluated on the same 100 states
 #   5. print the summary table; write a plot and rollout videos
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,14 +36,13 @@ $PY -m robosteer.scripts.evaluate checkpoint="$OUT/dp" which=ema task="$TASK" ep
     video_episodes=2 out="$OUT/dp_eval"
 
 step "4/5 DSRL: steer a weak base (trained on noisy demos) through its latent noise, base frozen"
-$PY -m robosteer.scripts.collect task="$TASK" episodes=100 seed=1000 action_noise_std=0.3 keep=all out="$OUT/noisy_demos"
+$PY -m robosteer.scripts.collect task="$TASK" episodes=100 seed=0 action_noise_std=0.3 keep=all out="$OUT/noisy_demos"
 $PY -m robosteer.scripts.train policy=diffusion dataset="$OUT/noisy_demos/demos.hdf5" task="$TASK" \
     steps="$WEAK_STEPS" eval_every=0 eval_episodes=20 out="$OUT/weak_dp"
 $PY -m robosteer.scripts.evaluate checkpoint="$OUT/weak_dp" which=ema task="$TASK" episodes="$EVAL_EPISODES" seed=200000 \
     video_episodes=1 out="$OUT/weak_dp_eval"
-$PY -m robosteer.scripts.steer base="$OUT/weak_dp" which=ema variant=na env_steps="$DSRL_STEPS" \
-    run.max_minutes="$DSRL_MINUTES" offline="$OUT/noisy_demos/demos.hdf5" eval_base=false run.reward=shaped \
-    run.eval_every=5000 run.eval_episodes=20 out="$OUT/dsrl"
+$PY -m robosteer.scripts.steer base="$OUT/weak_dp" env_steps="$DSRL_STEPS" run.max_minutes="$DSRL_MINUTES" \
+    eval_base=false run.eval_every=5000 run.eval_episodes=20 out="$OUT/dsrl"
 $PY -m robosteer.scripts.evaluate checkpoint="$OUT/dsrl" task="$TASK" episodes="$EVAL_EPISODES" seed=200000 \
     video_episodes=1 out="$OUT/dsrl_eval"
 
