@@ -374,6 +374,43 @@ def dsrl_weak_base(rows: list[Row]) -> str:
     return table(columns, body)
 
 
+def dsrl_clean(rows: list[Row]) -> str:
+    """DSRL-NA on bases from a few clean demos, trained with action noise: steerability, base and final actors."""
+
+    def key(r: Row) -> tuple:
+        return (r["task"], r["base"].get("augment", 0), r["seed"])
+
+    runs = sorted(last_per(rows, key).values(), key=key)
+    if not runs:
+        raise TableError("no DSRL rows from clean-demo bases")
+    body = []
+    for r in runs:
+        b, check = r["base"], r.get("steerability") or {}
+        recipe = (
+            f"{b['demos']} clean demos, {b['steps'] // 1000}k steps, action_noise_std={b.get('augment', 0)}"
+        )
+        body.append(
+            [
+                r["task"],
+                r["seed"],
+                recipe,
+                f"{check['ratio']:.2f} ({check['verdict']})" if check else "—",
+                f"{r['base_success']:.2f}",
+                f"{r['best_periodic']:.2f}",
+                f"**{r['success_rate']:.2f}**",
+                f"{r['success_rate'] - r['base_success']:+.2f}",
+                f"{r['trained_actor_success']:.2f}" if r.get("trained_actor_success") is not None else "—",
+                f"{r['best_actor_success']:.2f}",
+                f"{r['env_steps']:,}",
+                f"{r['wall_s'] / 60:.1f}",
+            ]
+        )
+    columns = ["task", "seed", "base", "steerability ratio", "base, stock sampler (100 ep.)"]
+    columns += ["best periodic eval (50 ep.)", "final averaged actor, 100 unseen ep.", "lift"]
+    columns += ["final trained actor, same ep.", "`best` actor", "env steps", "wall min"]
+    return measured(runs) + "\n\n" + table(columns, body)
+
+
 def dsrl_baselines(rows: list[Row]) -> str:
     """DSRL-SAC and SAC from scratch beside DSRL-NA's mean, per task, on the same weak bases and budget."""
     na = [r for r in rows if r["variant"] == "na"]
@@ -775,6 +812,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "vgps_critic_fix": vgps_critic_fix,
     "dsrl_weak_base": dsrl_weak_base,
     "dsrl_baselines": dsrl_baselines,
+    "dsrl_clean": dsrl_clean,
     "steerability": steerability,
     "collect_quality": collect_quality,
     "env_speed": env_speed,

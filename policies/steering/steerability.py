@@ -22,8 +22,9 @@ import torch
 THRESHOLDS = {"weak": 0.25, "steerable": 0.5}
 
 ADVICE = (
-    "its executed chunk hardly depends on the latent, so DSRL has nothing to choose among: train the base "
-    "on demos with action noise (robosteer-collect action_noise_std=0.3, failures kept) or steer another base"
+    "its executed chunk hardly depends on the latent, so DSRL has nothing to choose among: retrain the base "
+    "on the same demos with robosteer-train action_noise_std=0.3, or on demos collected with action noise "
+    "(robosteer-collect action_noise_std=0.3, failures kept), or steer another base"
 )
 
 
