@@ -75,6 +75,39 @@ class LearnerActing:
         """Stateless between chunks: every plan depends on its window only."""
 
 
+class Operator:
+    """``reward=operator``: a person says at the end of every episode whether the task succeeded.
+
+    The answer is the episode's only reward (sparse: -1 per chunk, 0 and terminal on the last chunk of a
+    success); the robot's own success flag, where it has one, is not read. Reads ``ask`` (``input`` at the
+    terminal); a closed terminal stops the run like a robot fault, with everything recorded.
+    """
+
+    def __init__(self, ask: Any = input, tell: Any = print) -> None:
+        self.ask, self.tell = ask, tell
+
+    def __call__(self, episode: int, summary: dict[str, Any]) -> bool:
+        what = f"episode {episode} ended ({summary.get('status')}, {summary.get('steps')} steps)"
+        while True:
+            try:
+                answer = str(self.ask(f"{what}: success? [y/n] ")).strip().lower()
+            except EOFError as e:
+                raise RobotSteeringError(
+                    "reward=operator needs a person at the terminal, and its input is closed"
+                ) from e
+            if answer in ("y", "yes", "n", "no"):
+                return answer.startswith("y")
+            self.tell(f"answer y or n (got {answer!r})")
+
+
+def judged(arrays: dict[str, Any], success: bool) -> dict[str, Any]:
+    """The recorded episode with its terminations replaced by a judge's verdict: the last step ends a
+    success, nothing else ends it (the robot's own flags are not read)."""
+    dones = np.zeros(len(arrays["actions"]), dtype=bool)  # (T,)
+    dones[-1] = success
+    return {**arrays, "dones": dones}
+
+
 def recorded_transitions(
     arrays: dict[str, Any],
     keys: tuple[str, ...],
@@ -142,12 +175,14 @@ def run_robot(
     resume: bool = False,
     checkpoint_config: dict[str, Any] | None = None,
     learn_slice: int = 4,
+    judge: Any = None,
 ) -> dict[str, Any]:
     """Steer on ``loop``'s robot until ``cfg.env_steps`` robot steps (every recorded step, holds included).
 
     ``loop``: a :class:`~robosteer.real.runtime.ControlLoop` whose policy is ``acting``; episode k starts from
     ``episode_seed + k`` (the twin's initial state). ``eval_fn`` evaluates the learner's policy (in the
-    simulator; a real arm has none). Returns the loop's metrics plus the robot's own figures.
+    simulator; a real arm has none). ``judge(k, summary) -> bool`` (e.g. :class:`Operator`) gives each
+    episode's success instead of the robot's flag. Returns the loop's metrics plus the robot's own figures.
     """
     from robosteer.policies.data import DatasetWriter
     from robosteer.real.runtime import DeployError, episode_attrs
@@ -181,6 +216,20 @@ def run_robot(
             arrays = ep.pop("arrays")
             if arrays is None:
                 raise RobotSteeringError(f"episode seed={seed} recorded nothing (status {ep.get('status')})")
+            success = bool(ep["success"])
+            if judge is not None:  # asked after the arm stopped; the answer is recorded with the episode
+                try:
+                    success = bool(judge(int(counters["episodes"]), ep))
+                except RobotSteeringError as e:  # no verdict: the episode is kept unjudged, out of the replay
+                    writer.add_episode(**arrays, attrs=episode_attrs(ep))
+                    raise RobotSteeringError(
+                        f"{e}; episodes so far are in {path}, the learner is saved as of the last judged "
+                        f"episode (resume=true continues)"
+                    ) from e
+                arrays, ep["judged_success"] = judged(arrays, success), success
+                counters["judged_agree"] = counters.get("judged_agree", 0) + int(
+                    success == bool(ep["success"])
+                )
             writer.add_episode(**arrays, attrs=episode_attrs(ep))
             held_steps = ep.pop("held_steps", None)
             t = recorded_transitions(arrays, keys, acting.n_obs_steps, exec_steps, cfg, held_steps)
@@ -192,7 +241,7 @@ def run_robot(
             counters["env_steps"] += len(arrays["actions"])
             counters["transitions"] += n
             counters["held_steps"] += int(sum(held_steps or []))
-            o.episode_ended(bool(ep["success"]), float(t["reward"].sum()))
+            o.episode_ended(success, float(t["reward"].sum()))
             if o.learning:  # the updates this episode owes, sliced as the simulator loop makes them
                 for i in range(0, n, learn_slice):
                     o.learn(min(learn_slice, n - i))
@@ -210,6 +259,7 @@ def run_robot(
         "robot_episodes": int(counters["episodes"]),
         "robot_success_rate_last50": float(np.mean(recent)) if recent else None,
         "robot_held_steps": int(counters["held_steps"]),  # of env_steps (every recorded robot step)
+        **({"robot_judged_agree": int(counters["judged_agree"])} if "judged_agree" in counters else {}),
         "recording": str(path),
     }
 

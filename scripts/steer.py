@@ -196,7 +196,7 @@ def steerability(
     return check
 
 
-ROBOT_REWARDS = ("success", "twin")
+ROBOT_REWARDS = ("success", "twin", "operator")
 
 
 def check_robot_steering(cfg: DictConfig, algo: str, served: bool, embedding: Any) -> None:
@@ -216,8 +216,9 @@ def check_robot_steering(cfg: DictConfig, algo: str, served: bool, embedding: An
         raise UsageError(f"reward={cfg.reward!r} is not valid on a robot: expected one of {ROBOT_REWARDS}")
     if name != "sim_twin":
         raise UsageError(
-            f"robot={name} reports no success or reward: steering a real arm needs a reward from a success "
-            "classifier or an operator, which are not built yet; robot=sim_twin steers on the twin"
+            f"robot={name} reports no success and has no scripted reset: steering a real arm needs "
+            "operator-confirmed resets, which are not built yet; robot=sim_twin steers on the twin "
+            "(reward=operator asks you for each episode's success, as on an arm)"
         )
     check_safety_switch(cfg)
 
@@ -238,7 +239,7 @@ def steer_on_robot(
     from robosteer.policies.steering.dsrl import prepare_offline
     from robosteer.real.drivers import make_robot
     from robosteer.real.runtime import ControlLoop
-    from robosteer.real.steering import LearnerActing, run_robot
+    from robosteer.real.steering import LearnerActing, Operator, run_robot
     from robosteer.scripts.deploy import robot_driver, runtime_config, safety_filter
 
     cfg = s.cfg
@@ -272,6 +273,7 @@ def steer_on_robot(
             resume=bool(cfg.resume),
             checkpoint_config={**checkpoint_config, "robot": str(cfg.robot.name)},
             learn_slice=int(cfg.num_envs),
+            judge=Operator() if cfg.reward == "operator" else None,
         )
     finally:
         if loop is not None:
@@ -328,9 +330,15 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     from robosteer.real.client import PolicyConnectionError, is_url
 
     torch.set_num_threads(int(cfg.threads))
-    if cfg.get("robot") and cfg.reward == "success":  # the demonstrations and the robot's episodes alike
-        log.info("reward=success on robot=%s: run.reward=sparse (-1 per chunk, 0 at success)", cfg.robot.name)
+    if cfg.get("robot") and cfg.reward in ("success", "operator"):  # the demos and the robot's episodes alike
+        log.info(
+            "reward=%s on robot=%s: run.reward=sparse (-1 per chunk, 0 at success)",
+            cfg.reward,
+            cfg.robot.name,
+        )
         cfg.run.reward = "sparse"
+    if cfg.get("robot") and cfg.reward == "operator" and "end_on_success" in cfg.robot.driver:
+        cfg.robot.driver.end_on_success = False  # the twin's success must not show in when an episode ends
     device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
     algo = _algo(cfg)
     # only preset=reference adds DSRL's keys to another algorithm's config

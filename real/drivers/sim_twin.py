@@ -70,6 +70,7 @@ class _Twin:
             image_size=int(cfg.get("image_size", 84)),
             max_episode_steps=cfg.get("max_episode_steps"),
             seed=int(cfg.get("seed", 0)),
+            terminate_on_success=bool(cfg.get("end_on_success", True)),
         )
         self.dt = 1.0 / float(cfg["rate_hz"])
         self.rng = random.Random(int(cfg.get("seed", 0)))
@@ -335,6 +336,8 @@ class SimTwinRobot(Robot):
         obs_noise_std: Gaussian noise on the state (and proprio); drop_prob: streaming-packet loss probability.
         obs: what the twin streams, a sim observation mode ("state"; "pixels": proprio + camera images, as a
             real arm's drivers give them); cameras, image_size: the rendered views (obs other than "state").
+        end_on_success: end an episode at the task's success (False: at its time limit only, as a real arm,
+            so a learner paid by an operator or a classifier cannot read the success from the episode's end).
         spawn: start the twin process here; False connects to a twin already listening on ``port``.
         token: the twin's link token; with ``spawn`` a fresh one is generated per connect when None,
             without it the token of the twin listening on ``port`` (it refuses any other).
@@ -352,6 +355,7 @@ class SimTwinRobot(Robot):
         drop_prob: float = 0.0,
         seed: int = 0,
         max_episode_steps: int | None = None,
+        end_on_success: bool = True,
         host: str = "127.0.0.1",
         port: int = 0,
         spawn: bool = True,
@@ -383,6 +387,7 @@ class SimTwinRobot(Robot):
             "drop_prob": float(drop_prob),
             "seed": int(seed),
             "max_episode_steps": max_episode_steps,
+            "end_on_success": bool(end_on_success),
             "host": host,
             "port": int(port),
             "obs": obs,

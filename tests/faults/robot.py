@@ -56,3 +56,37 @@ FAULTS = [
         "tests": [T_CLI],
     },
 ]
+
+T_OPERATOR = (
+    "tests/scripts/test_steer.py::test_reward_operator_pays_the_answers_and_the_twin_runs_to_its_time_limit"
+)
+FAULTS += [
+    {
+        "name": "robot steering: the operator's verdict keeps the robot's own terminations",
+        "file": STEERING,
+        "old": '    dones = np.zeros(len(arrays["actions"]), dtype=bool)  # (T,)\n',
+        "new": '    dones = np.asarray(arrays["dones"]).astype(bool).copy()  # (T,)\n',
+        "tests": [T_PARTS],
+    },
+    {
+        "name": "robot steering: the operator is not asked again after an answer that is not y or n",
+        "file": STEERING,
+        "old": '            if answer in ("y", "yes", "n", "no"):\n',
+        "new": "            if True:\n",
+        "tests": [T_PARTS],
+    },
+    {
+        "name": "robot steering: an unanswered episode is not recorded",
+        "file": STEERING,
+        "old": "                except RobotSteeringError as e:  # no verdict: the episode is kept unjudged, out of the replay\n                    writer.add_episode(**arrays, attrs=episode_attrs(ep))\n",
+        "new": "                except RobotSteeringError as e:  # no verdict: the episode is kept unjudged, out of the replay\n",
+        "tests": [T_OPERATOR],
+    },
+    {
+        "name": "robot steering: under reward=operator the twin still ends episodes at its success",
+        "file": "scripts/steer.py",
+        "old": "        cfg.robot.driver.end_on_success = False",
+        "new": "        cfg.robot.driver.end_on_success = True",
+        "tests": [T_OPERATOR],
+    },
+]

@@ -8,7 +8,14 @@ import pytest
 import torch
 
 from robosteer.policies.steering.loop import OnlineRunConfig
-from robosteer.real.steering import LearnerActing, recorded_transitions, session_path
+from robosteer.real.steering import (
+    LearnerActing,
+    Operator,
+    RobotSteeringError,
+    judged,
+    recorded_transitions,
+    session_path,
+)
 
 
 class _Base:
@@ -103,3 +110,50 @@ def test_held_steps_are_dropped_and_their_reward_and_success_go_to_the_action_be
     np.testing.assert_array_equal(t["next_obs/state"][:, 0, 0].numpy(), [5, 7])  # the next action's state
     np.testing.assert_array_equal(t["reward"].numpy(), [1 + 2 + 3 + 4, 5 + 6 + 7])
     np.testing.assert_array_equal(t["done"].numpy(), [0, 1])
+
+
+def _answers(*replies):
+    """A scripted terminal: each call returns the next reply (EOFError when none is left), prompts kept."""
+    prompts, told, left = [], [], list(replies)
+
+    def ask(prompt):
+        prompts.append(prompt)
+        if not left:
+            raise EOFError
+        return left.pop(0)
+
+    return ask, told.append, prompts, told
+
+
+def test_the_operator_is_asked_until_it_answers_y_or_n():
+    ask, tell, prompts, told = _answers("maybe", " Y ", "no")
+    op = Operator(ask, tell)
+    assert op(3, {"status": "truncated", "steps": 500}) is True
+    assert prompts[0] == "episode 3 ended (truncated, 500 steps): success? [y/n] " and len(prompts) == 2
+    assert told == ["answer y or n (got 'maybe')"]
+    assert op(4, {"status": "truncated", "steps": 500}) is False
+
+
+def test_a_closed_terminal_stops_the_run_in_one_line():
+    ask, tell, _, _ = _answers()
+    with pytest.raises(RobotSteeringError, match="reward=operator needs a person at the terminal"):
+        Operator(ask, tell)(0, {})
+
+
+@pytest.mark.parametrize("success", [True, False])
+def test_the_verdict_alone_makes_the_sparse_reward(success):
+    """The robot's own flags are not read: a 'no' for an episode the robot ended on success pays -1 per
+    chunk and never terminates; a 'yes' pays 0 and terminates on the last chunk only."""
+    t_len = 7
+    arrays = {
+        "obs": {"state": np.zeros((t_len, 3), dtype=np.float32)},
+        "actions": np.zeros((t_len, 2), dtype=np.float32),
+        "rewards": np.zeros(t_len, dtype=np.float32),
+        "dones": np.array([0, 0, 0, 1, 0, 0, 0], dtype=np.uint8),  # the robot's flag mid-episode: ignored
+    }
+    ep = judged(arrays, success)
+    assert ep["actions"] is arrays["actions"] and arrays["dones"][3] == 1  # the recording is not mutated
+    t = recorded_transitions(ep, ("state",), 2, 3, OnlineRunConfig(reward="sparse"))
+    assert len(t["reward"]) == 3  # the whole episode: chunks at 0, 3, 6
+    np.testing.assert_array_equal(t["reward"].numpy(), [-1, -1, 0] if success else [-1, -1, -1])
+    np.testing.assert_array_equal(t["done"].numpy(), [0, 0, 1] if success else [0, 0, 0])

@@ -503,10 +503,61 @@ def test_dsrl_steers_on_the_sim_twin_survives_its_kill_and_resumes(setup):
     assert done_before["robot"] == "sim_twin"
 
 
+def test_reward_operator_pays_the_answers_and_the_twin_runs_to_its_time_limit(setup):
+    """reward=operator: after each episode the terminal is asked; the answers, not the twin's success, make
+    the sparse reward and are recorded; the twin no longer ends an episode at its success; a closed terminal
+    stops the run in one line (exit 1) with every episode recorded."""
+    import h5py
+
+    work, _, base = setup
+    cmd = [sys.executable, "-m", "robosteer.scripts.steer", f"base={base}", *TWIN, "reward=operator"]
+    verdicts = [True, False, True, True, False, False, True, False]
+    answers = "y\nmaybe\n" + "".join("y\n" if v else "n\n" for v in verdicts[1:])  # "maybe" is asked again
+    p = subprocess.run(
+        [*cmd, "env_steps=100", "out=operator"],
+        cwd=work,
+        env=ENV,
+        input=answers,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    run = work / "operator"
+    m = json.loads((run / "metrics.json").read_text())
+    n = m["robot_episodes"]
+    assert (m["reward"], m["run_reward"]) == ("operator", "sparse") and 3 <= n < len(verdicts)
+    assert p.stdout.count("success? [y/n]") == n + 1 and "answer y or n (got 'maybe')" in p.stdout
+    with h5py.File(run / "episodes" / "session_000.hdf5") as f:
+        env_args = json.loads(f["data"].attrs["env_args"])
+        eps = [f["data"][d] for d in sorted(f["data"], key=lambda d: int(d.split("_")[1]))]
+        judged = [bool(ep.attrs["judged_success"]) for ep in eps]
+        dones = [np.asarray(ep["dones"]).astype(bool) for ep in eps]
+        twin_steps = [int(ep.attrs["steps"]) for ep in eps]
+    assert env_args["env_kwargs"]["end_on_success"] is False
+    assert judged == verdicts[:n]
+    assert [d[-1] for d in dones] == judged and not any(d[:-1].any() for d in dones)
+    assert twin_steps == [40] * n  # every episode ran to the twin's time limit
+    # one answer left for a longer budget: the closed terminal stops the run, the unjudged episode is kept
+    p = subprocess.run(
+        [*cmd, "env_steps=10000", "out=operator", "resume=true"],
+        cwd=work,
+        env=ENV,
+        input="n\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert "reward=operator needs a person at the terminal" in p.stderr.strip().splitlines()[-1]
+    with h5py.File(run / "episodes" / "session_001.hdf5") as f:
+        assert len(f["data"]) == 2
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["robot=ur"], "reports no success or reward"),
+        (["robot=ur"], "operator-confirmed resets"),
         (["robot=sim_twin", "variant=sac"], "algo=dsrl variant=na"),
         (["robot=sim_twin", "reward=classifier"], "reward='classifier' is not valid on a robot"),
     ],
