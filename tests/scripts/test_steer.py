@@ -45,9 +45,9 @@ TINY_STEER = [
 ]
 
 
-def _run(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+def _run(module: str, *args: str, cwd: Path, input: str | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", module, *args]
-    return subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)
+    return subprocess.run(cmd, cwd=cwd, env=ENV, input=input, capture_output=True, text=True, timeout=300)
 
 
 def _eval(run: str, out: str, cwd: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -510,18 +510,10 @@ def test_reward_operator_pays_the_answers_and_the_twin_runs_to_its_time_limit(se
     import h5py
 
     work, _, base = setup
-    cmd = [sys.executable, "-m", "robosteer.scripts.steer", f"base={base}", *TWIN, "reward=operator"]
+    cmd = [f"base={base}", *TWIN, "reward=operator"]
     verdicts = [True, False, True, True, False, False, True, False]
     answers = "y\nmaybe\n" + "".join("y\n" if v else "n\n" for v in verdicts[1:])  # "maybe" is asked again
-    p = subprocess.run(
-        [*cmd, "env_steps=100", "out=operator"],
-        cwd=work,
-        env=ENV,
-        input=answers,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    p = _run("robosteer.scripts.steer", *cmd, "env_steps=100", "out=operator", cwd=work, input=answers)
     assert p.returncode == 0, p.stderr[-3000:]
     run = work / "operator"
     m = json.loads((run / "metrics.json").read_text())
@@ -539,14 +531,14 @@ def test_reward_operator_pays_the_answers_and_the_twin_runs_to_its_time_limit(se
     assert [d[-1] for d in dones] == judged and not any(d[:-1].any() for d in dones)
     assert twin_steps == [40] * n  # every episode ran to the twin's time limit
     # one answer left for a longer budget: the closed terminal stops the run, the unjudged episode is kept
-    p = subprocess.run(
-        [*cmd, "env_steps=10000", "out=operator", "resume=true"],
+    p = _run(
+        "robosteer.scripts.steer",
+        *cmd,
+        "env_steps=10000",
+        "out=operator",
+        "resume=true",
         cwd=work,
-        env=ENV,
         input="n\n",
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
     assert "reward=operator needs a person at the terminal" in p.stderr.strip().splitlines()[-1]
