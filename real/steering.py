@@ -193,8 +193,21 @@ def run_robot(
     acting.generator = o.gen  # acting draws from the run's generator (checkpointed: an exact resume)
     path = session_path(Path(out_dir) / "episodes")
     counters.setdefault("held_steps", 0)  # checkpointed with the other counters: a resumed run keeps it
+    if judge is not None:
+        counters.setdefault("judged_agree", 0)
     run.start(o.step)
     with run, DatasetWriter(path, env_args=env_args, split_seed=cfg.seed) as writer:
+
+        def stopped(e: Exception, arrays: dict[str, Any] | None, ep: dict[str, Any]) -> RobotSteeringError:
+            """The run's stop on a fault: the episode in flight is recorded, the learner kept as it was."""
+            if arrays is not None:
+                writer.add_episode(**arrays, attrs=episode_attrs(ep))
+            o.save()
+            return RobotSteeringError(
+                f"{e}; episodes so far are in {path}, the learner is saved as of the last finished "
+                f"episode (resume=true continues)"
+            )
+
         if not o.history and eval_fn is not None:
             o.evaluate()
         while o.step < cfg.env_steps and not run.should_stop():
@@ -204,14 +217,7 @@ def run_robot(
             try:
                 ep = loop.run_episode(seed)
             except DeployError as e:  # the arm is stopped: keep the episode, and the learner as it was
-                arrays = (e.episode or {}).get("arrays")
-                if arrays is not None:
-                    writer.add_episode(**arrays, attrs=episode_attrs(e.episode or {}))
-                o.save()
-                raise RobotSteeringError(
-                    f"{e}; episodes so far are in {path}, the learner is saved as of the last finished "
-                    f"episode (resume=true continues)"
-                ) from e
+                raise stopped(e, (e.episode or {}).get("arrays"), e.episode or {}) from e
             loop.wait_idle()  # a plan cut short by the episode's end finishes before the learner updates
             arrays = ep.pop("arrays")
             if arrays is None:
@@ -221,15 +227,9 @@ def run_robot(
                 try:
                     success = bool(judge(int(counters["episodes"]), ep))
                 except RobotSteeringError as e:  # no verdict: the episode is kept unjudged, out of the replay
-                    writer.add_episode(**arrays, attrs=episode_attrs(ep))
-                    raise RobotSteeringError(
-                        f"{e}; episodes so far are in {path}, the learner is saved as of the last judged "
-                        f"episode (resume=true continues)"
-                    ) from e
+                    raise stopped(e, arrays, ep) from e
                 arrays, ep["judged_success"] = judged(arrays, success), success
-                counters["judged_agree"] = counters.get("judged_agree", 0) + int(
-                    success == bool(ep["success"])
-                )
+                counters["judged_agree"] += int(success == bool(ep["success"]))
             writer.add_episode(**arrays, attrs=episode_attrs(ep))
             held_steps = ep.pop("held_steps", None)
             t = recorded_transitions(arrays, keys, acting.n_obs_steps, exec_steps, cfg, held_steps)

@@ -171,11 +171,14 @@ class ActionNoise:
         action = stats()["action"]
         return cls(std, np.asarray(action["min"]), np.asarray(action["max"]))
 
+    def to(self, device: torch.device) -> ActionNoise:
+        self.low, self.high = self.low.to(device), self.high.to(device)
+        return self
+
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         action = torch.as_tensor(batch["action"], dtype=torch.float32)  # (B, Tp, Da)
-        low, high = self.low.to(action.device), self.high.to(action.device)
         noisy = action + self.std * torch.randn(action.shape, device=action.device)
-        return {**batch, "action": torch.maximum(torch.minimum(noisy, high), low)}
+        return {**batch, "action": torch.clamp(noisy, self.low, self.high)}
 
 
 class _LossModule(nn.Module):
@@ -276,7 +279,9 @@ class Trainer:
         if cfg.compile:  # the wrapper only: the policy's weights and checkpoints keep their names
             self.model = torch.compile(self.model)
         self.action_noise = (
-            ActionNoise.for_dataset(cfg.action_noise_std, self.dataset) if cfg.action_noise_std > 0 else None
+            ActionNoise.for_dataset(cfg.action_noise_std, self.dataset).to(self.device)
+            if cfg.action_noise_std > 0
+            else None
         )
         self.ema: EMAModel | None = None
         if cfg.ema:

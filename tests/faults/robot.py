@@ -78,8 +78,8 @@ FAULTS += [
     {
         "name": "robot steering: an unanswered episode is not recorded",
         "file": STEERING,
-        "old": "                except RobotSteeringError as e:  # no verdict: the episode is kept unjudged, out of the replay\n                    writer.add_episode(**arrays, attrs=episode_attrs(ep))\n",
-        "new": "                except RobotSteeringError as e:  # no verdict: the episode is kept unjudged, out of the replay\n",
+        "old": "                    raise stopped(e, arrays, ep) from e\n",
+        "new": "                    raise stopped(e, None, ep) from e\n",
         "tests": [T_OPERATOR],
     },
     {

@@ -6,7 +6,7 @@ TESTS = ["tests/policies/train/test_action_noise.py"]
 _FAULTS = [  # (name, old, new) in policies/train/trainer.py
     (
         "train: action noise is not clipped to the demos' range",
-        "torch.maximum(torch.minimum(noisy, high), low)",
+        "torch.clamp(noisy, self.low, self.high)",
         "noisy",
     ),
     (
