@@ -8,7 +8,8 @@ base trained on clean expert demos barely depends on its noise and leaves DSRL n
 Then for every (variant, seed) run ``robosteer-steer`` on that frozen base for ``--env-steps`` env steps (at
 most ``--max-minutes``; NA also loads the demos into its critic's offline buffer), and evaluate the steered
 policy on the same unseen states. ``--variants scratch`` runs plain SAC from scratch (no base) as baseline. Each run
-is appended to ``<out>/results.jsonl`` as it finishes, so an interrupted grid resumes where it stopped;
+is appended to ``<out>/results.jsonl`` as it finishes, so an interrupted grid resumes where it stopped (and a
+larger ``--env-steps`` extends finished runs from their checkpoints);
 the table and ``<out>/curves.png`` (success vs env steps, from each run's periodic evaluations) are printed
 and written at the end. Extra ``robosteer-steer`` overrides go after ``--``. ``--robot sim_twin`` steers on the
 twin in its own process (at its real 80 Hz, ``--latency-ms`` of injected round trip, ``--reward``) through the
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -269,7 +271,9 @@ def main() -> None:
         "--latency-ms", type=float, default=50.0, help="--robot sim_twin: injected round trip"
     )
     parser.add_argument(
-        "--reward", default="success", help="--robot: success | twin (robosteer-steer reward=)"
+        "--reward",
+        default="success",
+        help="--robot: success | twin | classifier (robosteer-steer reward=; classifier.data=... after --)",
     )
     parser.add_argument("overrides", nargs="*", help="extra robosteer-steer overrides (after --)")
     args = parser.parse_args()
@@ -295,7 +299,8 @@ def main() -> None:
         )
         for variant in args.variants:
             for seed in args.seeds:
-                if (task, variant, seed, where) in done:
+                earlier = done.get((task, variant, seed, where))
+                if earlier is not None and earlier["env_steps"] >= args.env_steps:
                     continue
                 run = (
                     out
@@ -312,12 +317,19 @@ def main() -> None:
                     algo += [f"reward={args.reward}"]
                 command = ["robosteer.scripts.steer", *algo, *steer_budget(args, seed, run), *args.overrides]
                 wall = None  # a run that finished before its results row was written is reused as it is
+                metrics = run / "metrics.json"
+                if metrics.exists() and json.loads(metrics.read_text())["env_steps"] < args.env_steps:
+                    # a larger --env-steps extends a finished run from its last checkpoint; its evaluations
+                    # are redone on the extended actors, its wall time adds to the first session's
+                    metrics.unlink()
+                    for suffix in ("latest", "best", "trained"):
+                        shutil.rmtree(f"{run}_eval_{suffix}", ignore_errors=True)
                 if not (run / "metrics.json").exists():
                     start = time.perf_counter()
                     # an interrupted run (another session's) continues exactly from its last checkpoint
                     resume = ["resume=true"] if (run / "checkpoints" / "latest").exists() else []
                     _run([*command, *resume], log_beside(run))
-                    wall = time.perf_counter() - start
+                    wall = time.perf_counter() - start + (earlier["wall_s"] if earlier else 0.0)
                 m = json.loads((run / "metrics.json").read_text())
                 r = _row(task, variant, seed, base_success, run, m, wall or m["wall_time_s"], args)
                 r["where"] = where
@@ -333,6 +345,8 @@ def main() -> None:
                                 "robot_success_rate_last50",
                                 "robot_held_steps",
                                 "robot_held_ticks",
+                                "robot_judged_agree",
+                                "classifier",
                             )
                             if k in m
                         },
