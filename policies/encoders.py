@@ -88,6 +88,9 @@ class ImageEncoder(nn.Module):
 
     ``crop``: diffusion_policy's random-crop augmentation, as the kept fraction of the image side (its 76 px of
     84 is 0.9). In training each image is cropped at a random offset; in evaluation at the centre. 1.0: off.
+
+    ``head``: ``keypoints`` (spatial softmax + linear: *where* things are, what a policy needs) or ``pooled``
+    (mean and max over space, 2C features: *whether* something is there, what a success classifier needs).
     """
 
     def __init__(
@@ -99,9 +102,12 @@ class ImageEncoder(nn.Module):
         groups: int = 8,
         arch: str = "small",
         crop: float = 1.0,
+        head: str = "keypoints",
     ) -> None:
         super().__init__()
         h, w, c = image_shape
+        if head not in ("keypoints", "pooled"):
+            raise ValueError(f"image encoder head {head!r} is not valid: expected 'keypoints' or 'pooled'")
         if c != 3:
             raise ValueError(f"rgb observations must be channel-last (H, W, 3), got {tuple(image_shape)}")
         if arch not in RGB_ARCHS:
@@ -133,6 +139,10 @@ class ImageEncoder(nn.Module):
                 blocks.append(ResBlock2d(cin, cout, stride=2, groups=groups))
                 cin = cout
         self.blocks = nn.Sequential(*blocks)
+        self.pooled = head == "pooled"
+        if self.pooled:
+            self.out_dim = 2 * cin
+            return
         with torch.no_grad():
             fh, fw = self.blocks(self.stem(torch.zeros(1, 3, h, w))).shape[-2:]
         self.pool = SpatialSoftmax(cin, fh, fw, num_kp)
@@ -157,7 +167,10 @@ class ImageEncoder(nn.Module):
         if self.crop:
             x = self._crop(x)
         x = x.permute(0, 3, 1, 2)  # (N, 3, H, W)
-        return self.fc(self.pool(self.blocks(self.stem(x))))
+        feat = self.blocks(self.stem(x))  # (N, C, h, w)
+        if self.pooled:
+            return torch.cat([feat.mean(dim=(2, 3)), feat.amax(dim=(2, 3))], dim=1)  # (N, 2C)
+        return self.fc(self.pool(feat))
 
 
 class ObsEncoder(nn.Module):

@@ -128,16 +128,21 @@ class ControlLoop:
         config: RuntimeConfig,
         obs_keys: list[str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        record_keys: list[str] | None = None,
     ) -> None:
         config.validate()
         self.robot, self.policy, self.safety, self.cfg = robot, policy, safety, config
         self.obs_keys = list(obs_keys or policy.shape_meta["obs"])
-        missing = [k for k in self.obs_keys if k not in robot.observation_spec]
-        if missing:
-            raise ValueError(
-                f"the policy needs observation keys {missing} that {type(robot).__name__} does not produce "
-                f"(it produces {sorted(robot.observation_spec)})"
-            )
+        # what each episode's recording keeps: the policy's keys, plus any a judge reads (a success
+        # classifier's camera)
+        self.record_keys = list(dict.fromkeys([*self.obs_keys, *(record_keys or [])]))
+        for what, keys in (("the policy needs", self.obs_keys), ("the recording needs", self.record_keys)):
+            missing = [k for k in keys if k not in robot.observation_spec]
+            if missing:
+                raise ValueError(
+                    f"{what} observation keys {missing} that {type(robot).__name__} does not produce "
+                    f"(it produces {sorted(robot.observation_spec)})"
+                )
         self.sleep = sleep
         self.dt = 1.0 / float(robot.rate_hz)
         self.to = int(policy.n_obs_steps)
@@ -292,7 +297,7 @@ class ControlLoop:
                     last_seq = ob.seq
                     hist.append({k: np.asarray(ob.data[k]) for k in self.obs_keys})
                     obs_age_ms.append(1e3 * ob.age(now))
-                    rec.add(ob, self.obs_keys)
+                    rec.add(ob, self.record_keys)
                     rec.slots.append(slot_of(ob))
                 if ob.info.get("done"):
                     success = bool(ob.info.get("success"))

@@ -86,7 +86,8 @@ class Operator:
     def __init__(self, ask: Any = input, tell: Any = print) -> None:
         self.ask, self.tell = ask, tell
 
-    def __call__(self, episode: int, summary: dict[str, Any]) -> bool:
+    def __call__(self, episode: int, summary: dict[str, Any], arrays: dict[str, Any]) -> int | None:
+        """The step that ended in success (the last, on a yes), or None."""
         what = f"episode {episode} ended ({summary.get('status')}, {summary.get('steps')} steps)"
         while True:
             try:
@@ -96,16 +97,52 @@ class Operator:
                     "reward=operator needs a person at the terminal, and its input is closed"
                 ) from e
             if answer in ("y", "yes", "n", "no"):
-                return answer.startswith("y")
+                return len(arrays["actions"]) - 1 if answer.startswith("y") else None
             self.tell(f"answer y or n (got {answer!r})")
 
 
-def judged(arrays: dict[str, Any], success: bool) -> dict[str, Any]:
-    """The recorded episode with its terminations replaced by a judge's verdict: the last step ends a
-    success, nothing else ends it (the robot's own flags are not read)."""
+class ClassifierJudge:
+    """``reward=classifier``: a success classifier reads the episode's recorded camera frames; the first frame
+    (after the reset's) it calls a success ends the episode's learning data there, as a success flag would.
+
+    Frame t is the observation after step t - 1, so a success at frame t is step t - 1's. The robot's own
+    flag is not read (the twin's success is kept for evaluation only).
+    """
+
+    def __init__(
+        self, model: Any, threshold: float, camera: str, report: dict[str, Any] | None = None
+    ) -> None:
+        self.model, self.threshold, self.camera = model, float(threshold), camera
+        self.report = report or {}  # its held-out figures (policies/success_classifier.py), for metrics.json
+
+    def __call__(self, episode: int, summary: dict[str, Any], arrays: dict[str, Any]) -> int | None:
+        p = self.model.probabilities(np.asarray(arrays["obs"][self.camera]))  # (T,)
+        hits = np.flatnonzero(p[1:] >= self.threshold)
+        return int(hits[0]) if len(hits) else None
+
+
+def judged(arrays: dict[str, Any], at: int | None) -> dict[str, Any]:
+    """The recorded episode with its terminations replaced by a judge's verdict: step ``at`` ends in success
+    (None: no step does); the robot's own flags are not read."""
     dones = np.zeros(len(arrays["actions"]), dtype=bool)  # (T,)
-    dones[-1] = success
+    if at is not None:
+        dones[at] = True
     return {**arrays, "dones": dones}
+
+
+def judged_episode(
+    arrays: dict[str, Any], at: int | None, held: list[bool] | None
+) -> tuple[dict[str, Any], dict[str, Any], list[bool] | None]:
+    """``(recorded, learned, learned held steps)`` of an episode a judge says succeeded at step ``at`` (or
+    never): the recording keeps every step with the judge's flag; the learner's episode ends at ``at``, as
+    the simulator's would have at its success."""
+    recorded = judged(arrays, at)
+    if at is None:
+        return recorded, recorded, held
+    n = at + 1
+    cut = {k: v[:n] if isinstance(v, np.ndarray) else v for k, v in recorded.items() if k != "obs"}
+    learned = {**cut, "obs": {k: np.asarray(v)[:n] for k, v in recorded["obs"].items()}}
+    return recorded, learned, None if held is None else list(held[:n])
 
 
 def recorded_transitions(
@@ -181,8 +218,8 @@ def run_robot(
 
     ``loop``: a :class:`~robosteer.real.runtime.ControlLoop` whose policy is ``acting``; episode k starts from
     ``episode_seed + k`` (the twin's initial state). ``eval_fn`` evaluates the learner's policy (in the
-    simulator; a real arm has none). ``judge(k, summary) -> bool`` (e.g. :class:`Operator`) gives each
-    episode's success instead of the robot's flag. Returns the loop's metrics plus the robot's own figures.
+    simulator; a real arm has none). ``judge(k, summary, arrays) -> step | None`` (:class:`Operator`,
+    :class:`ClassifierJudge`) gives the step each episode succeeded at instead of the robot's flag. Returns the loop's metrics plus the robot's own figures.
     """
     from robosteer.policies.data import DatasetWriter
     from robosteer.real.runtime import DeployError, episode_attrs
@@ -222,17 +259,20 @@ def run_robot(
             arrays = ep.pop("arrays")
             if arrays is None:
                 raise RobotSteeringError(f"episode seed={seed} recorded nothing (status {ep.get('status')})")
-            success = bool(ep["success"])
-            if judge is not None:  # asked after the arm stopped; the answer is recorded with the episode
+            success, held_steps = bool(ep["success"]), ep.pop("held_steps", None)
+            learned, learned_held = arrays, held_steps
+            if judge is not None:  # asked after the arm stopped; the verdict is recorded with the episode
                 try:
-                    success = bool(judge(int(counters["episodes"]), ep))
+                    at = judge(int(counters["episodes"]), ep, arrays)
                 except RobotSteeringError as e:  # no verdict: the episode is kept unjudged, out of the replay
                     raise stopped(e, arrays, ep) from e
-                arrays, ep["judged_success"] = judged(arrays, success), success
+                success = ep["judged_success"] = at is not None
+                if at is not None:
+                    ep["judged_step"] = at
+                arrays, learned, learned_held = judged_episode(arrays, at, held_steps)
                 counters["judged_agree"] += int(success == bool(ep["success"]))
             writer.add_episode(**arrays, attrs=episode_attrs(ep))
-            held_steps = ep.pop("held_steps", None)
-            t = recorded_transitions(arrays, keys, acting.n_obs_steps, exec_steps, cfg, held_steps)
+            t = recorded_transitions(learned, keys, acting.n_obs_steps, exec_steps, cfg, learned_held)
             t = with_extras(learner, t, keys, o.gen)
             t = {k: v.to(o.device) for k, v in t.items()}
             o.buffer.add(**t)

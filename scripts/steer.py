@@ -196,7 +196,11 @@ def steerability(
     return check
 
 
-ROBOT_REWARDS = ("success", "twin", "operator")
+ROBOT_REWARDS = ("success", "twin", "operator", "classifier")
+JUDGED_REWARDS = (
+    "operator",
+    "classifier",
+)  # the robot's own success is not read: episodes run to their limit
 
 
 def check_robot_steering(cfg: DictConfig, algo: str, served: bool, embedding: Any) -> None:
@@ -214,6 +218,12 @@ def check_robot_steering(cfg: DictConfig, algo: str, served: bool, embedding: An
         raise UsageError(f"robot={name} steers a state-based base from a run directory, not {what} (yet)")
     if cfg.reward not in ROBOT_REWARDS:
         raise UsageError(f"reward={cfg.reward!r} is not valid on a robot: expected one of {ROBOT_REWARDS}")
+    if cfg.reward == "classifier" and not (cfg.classifier.path or cfg.classifier.data):
+        raise UsageError(
+            "reward=classifier needs a success classifier: classifier.data=EPISODES.hdf5 (episodes with camera "
+            "frames and their success, e.g. robosteer-collect obs=state+image keep=all) trains one first, or "
+            "classifier.path=DIR reuses one (a run's <out>/classifier)"
+        )
     if name != "sim_twin":
         raise UsageError(
             f"robot={name} reports no success and has no scripted reset: steering a real arm needs "
@@ -221,6 +231,32 @@ def check_robot_steering(cfg: DictConfig, algo: str, served: bool, embedding: An
             "(reward=operator asks you for each episode's success, as on an arm)"
         )
     check_safety_switch(cfg)
+
+
+def success_judge(cfg: DictConfig, run_dir: Path) -> Any:
+    """reward=classifier's judge: the classifier of ``classifier.path``, this run's own (a resumed run keeps
+    the one it was paid by), or one trained now on ``classifier.data`` and saved under ``<out>/classifier``;
+    its threshold and held-out error rates are logged before the arm moves."""
+    from robosteer.policies.success_classifier import (
+        ClassifierConfig,
+        load_classifier,
+        report_line,
+        save_classifier,
+        train_classifier,
+    )
+    from robosteer.real.steering import ClassifierJudge
+
+    c, own = cfg.classifier, run_dir / "classifier"
+    if c.path or own.exists():
+        model, threshold, report = load_classifier(c.path or own)
+    else:
+        keys = {f.name for f in dataclasses.fields(ClassifierConfig)} - {"seed"}
+        ccfg = ClassifierConfig(**{k: c[k] for k in keys}, seed=int(cfg.seed))
+        log.info("training the success classifier on %s (%d steps)", c.data, ccfg.steps)
+        model, threshold, report = train_classifier(str(c.data), ccfg)
+        save_classifier(own, model, threshold, report)
+    log.info("%s", report_line(report))
+    return ClassifierJudge(model.eval(), threshold, report["camera"], report)
 
 
 def steer_on_robot(
@@ -243,16 +279,26 @@ def steer_on_robot(
     from robosteer.scripts.deploy import robot_driver, runtime_config, safety_filter
 
     cfg = s.cfg
+    judge = Operator() if cfg.reward == "operator" else None
+    record = []  # observation keys recorded beside the policy's: the classifier's camera
+    if cfg.reward == "classifier":
+        judge = success_judge(cfg, run_dir)
+        record = [judge.camera]
     prepare_offline(agent, offline, run_cfg)
     # the learner's executed rows are exactly what the loop sends per chunk
     runtime = runtime_config(cfg.runtime, max_actions=s.exec_steps)
     driver = robot_driver(cfg, s.base.shape_meta, s.task)
+    if record and str(cfg.robot.name) == "sim_twin":  # the twin renders the classifier's camera too
+        size = int(judge.model.image_shape[0])
+        driver.update(obs="state+image", cameras=[judge.camera.split("/", 1)[1]], image_size=size)
     acting = LearnerActing(agent, s.base, torch.Generator(device=agent.device).manual_seed(int(cfg.seed)))
     robot = make_robot(str(cfg.robot.name), **driver)
     robot.connect()
     loop = None
     try:
-        loop = ControlLoop(robot, acting, safety_filter(cfg, robot), runtime, obs_keys=list(s.keys))
+        loop = ControlLoop(
+            robot, acting, safety_filter(cfg, robot), runtime, obs_keys=list(s.keys), record_keys=record
+        )
         env_args = {
             "env_name": s.task,
             "type": 2,
@@ -273,7 +319,7 @@ def steer_on_robot(
             resume=bool(cfg.resume),
             checkpoint_config={**checkpoint_config, "robot": str(cfg.robot.name)},
             learn_slice=int(cfg.num_envs),
-            judge=Operator() if cfg.reward == "operator" else None,
+            judge=judge,
         )
     finally:
         if loop is not None:
@@ -282,6 +328,8 @@ def steer_on_robot(
     metrics["variant"] = agent.config.variant
     metrics["robot"] = str(cfg.robot.name)
     metrics["reward"], metrics["run_reward"] = str(cfg.reward), run_cfg.reward
+    if cfg.reward == "classifier":  # what paid the learner: its threshold and held-out error rates
+        metrics["classifier"] = {k: v for k, v in judge.report.items() if k != "config"}
     return metrics
 
 
@@ -330,14 +378,17 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     from robosteer.real.client import PolicyConnectionError, is_url
 
     torch.set_num_threads(int(cfg.threads))
-    if cfg.get("robot") and cfg.reward in ("success", "operator"):  # the demos and the robot's episodes alike
+    if cfg.get("robot") and cfg.reward in (
+        "success",
+        *JUDGED_REWARDS,
+    ):  # the demos and the robot's episodes alike
         log.info(
             "reward=%s on robot=%s: run.reward=sparse (-1 per chunk, 0 at success)",
             cfg.reward,
             cfg.robot.name,
         )
         cfg.run.reward = "sparse"
-    if cfg.get("robot") and cfg.reward == "operator" and "end_on_success" in cfg.robot.driver:
+    if cfg.get("robot") and cfg.reward in JUDGED_REWARDS and "end_on_success" in cfg.robot.driver:
         cfg.robot.driver.end_on_success = False  # the twin's success must not show in when an episode ends
     device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
     algo = _algo(cfg)

@@ -9,10 +9,12 @@ import torch
 
 from robosteer.policies.steering.loop import OnlineRunConfig
 from robosteer.real.steering import (
+    ClassifierJudge,
     LearnerActing,
     Operator,
     RobotSteeringError,
     judged,
+    judged_episode,
     recorded_transitions,
     session_path,
 )
@@ -125,19 +127,69 @@ def _answers(*replies):
     return ask, told.append, prompts, told
 
 
+def _episode(t_len: int) -> dict:
+    return {
+        "obs": {"state": np.arange(t_len, dtype=np.float32)[:, None].repeat(3, 1)},
+        "actions": np.zeros((t_len, 2), dtype=np.float32),
+        "rewards": np.zeros(t_len, dtype=np.float32),
+        "dones": np.zeros(t_len, dtype=np.uint8),
+    }
+
+
 def test_the_operator_is_asked_until_it_answers_y_or_n():
     ask, tell, prompts, told = _answers("maybe", " Y ", "no")
     op = Operator(ask, tell)
-    assert op(3, {"status": "truncated", "steps": 500}) is True
+    assert op(3, {"status": "truncated", "steps": 500}, _episode(500)) == 499  # a yes: the last step
     assert prompts[0] == "episode 3 ended (truncated, 500 steps): success? [y/n] " and len(prompts) == 2
     assert told == ["answer y or n (got 'maybe')"]
-    assert op(4, {"status": "truncated", "steps": 500}) is False
+    assert op(4, {"status": "truncated", "steps": 500}, _episode(500)) is None
 
 
 def test_a_closed_terminal_stops_the_run_in_one_line():
     ask, tell, _, _ = _answers()
     with pytest.raises(RobotSteeringError, match="reward=operator needs a person at the terminal"):
-        Operator(ask, tell)(0, {})
+        Operator(ask, tell)(0, {}, _episode(3))
+
+
+class _Scores:
+    """A classifier whose probability of frame t is ``p[t]`` (frames carry their index)."""
+
+    def __init__(self, p):
+        self.p = np.asarray(p, dtype=np.float32)
+
+    def probabilities(self, frames):
+        return self.p[frames[:, 0, 0, 0].astype(int)]
+
+
+@pytest.mark.parametrize(
+    "p, at",
+    [
+        ([0.1, 0.2, 0.7, 0.9, 0.95, 0.4], 2),  # frame 3 first reaches 0.8: step 2 reached it
+        ([0.9, 0.1, 0.2, 0.3, 0.1, 0.1], None),  # the reset's frame is not read: no success
+        ([0.1, 0.1, 0.1, 0.1, 0.1, 0.8], 4),  # the threshold itself counts
+    ],
+)
+def test_the_classifier_judge_ends_the_episode_at_its_first_success_frame(p, at):
+    frames = np.zeros((6, 4, 4, 3), dtype=np.uint8) + np.arange(6, dtype=np.uint8)[:, None, None, None]
+    arrays = {**_episode(6), "obs": {"state": np.zeros((6, 3)), "image/corner": frames}}
+    assert ClassifierJudge(_Scores(p), 0.8, "image/corner")(0, {}, arrays) == at
+
+
+def test_a_judged_success_cuts_the_learning_episode_at_its_step():
+    """The learner's episode ends where the judge saw success (its last chunk pays 0 and terminates); the
+    recording keeps every step, its flags the judge's."""
+    arrays = {**_episode(10), "dones": np.array([0, 0, 0, 0, 0, 0, 0, 0, 0, 1], dtype=np.uint8)}
+    held = [False] * 5 + [True] * 5
+    rec, learned, learned_held = judged_episode(arrays, 4, held)
+    np.testing.assert_array_equal(rec["dones"], [0, 0, 0, 0, 1, 0, 0, 0, 0, 0])
+    assert len(learned["actions"]) == 5 and learned["obs"]["state"][-1, 0] == 4 and learned_held == held[:5]
+    t = recorded_transitions(learned, ("state",), 2, 3, OnlineRunConfig(reward="sparse"), learned_held)
+    np.testing.assert_array_equal(t["reward"].numpy(), [-1, 0])  # chunks at steps 0 and 3
+    np.testing.assert_array_equal(t["done"].numpy(), [0, 1])
+    assert len(rec["actions"]) == 10 and arrays["dones"][9] == 1  # the recording is whole, unmutated
+    # no success seen: the whole episode is learned, nothing terminates
+    rec, learned, learned_held = judged_episode(arrays, None, held)
+    assert len(learned["actions"]) == 10 and not learned["dones"].any() and learned_held == held
 
 
 @pytest.mark.parametrize("success", [True, False])
@@ -151,7 +203,7 @@ def test_the_verdict_alone_makes_the_sparse_reward(success):
         "rewards": np.zeros(t_len, dtype=np.float32),
         "dones": np.array([0, 0, 0, 1, 0, 0, 0], dtype=np.uint8),  # the robot's flag mid-episode: ignored
     }
-    ep = judged(arrays, success)
+    ep = judged(arrays, t_len - 1 if success else None)
     assert ep["actions"] is arrays["actions"] and arrays["dones"][3] == 1  # the recording is not mutated
     t = recorded_transitions(ep, ("state",), 2, 3, OnlineRunConfig(reward="sparse"))
     assert len(t["reward"]) == 3  # the whole episode: chunks at 0, 3, 6

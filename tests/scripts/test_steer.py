@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -546,12 +547,54 @@ def test_reward_operator_pays_the_answers_and_the_twin_runs_to_its_time_limit(se
         assert len(f["data"]) == 2
 
 
+def test_reward_classifier_reports_its_errors_first_and_pays_its_first_success_frame(setup):
+    """reward=classifier: a classifier trained on recorded episodes (camera frames + success) reports its
+    threshold and held-out error rates before the arm moves; the twin renders its camera beside the state
+    the base reads, every episode runs to the time limit, and each one's learning data end at the step the
+    classifier saw success (recorded as such); a resumed run keeps the classifier it was paid by."""
+    import h5py
+
+    work, _, base = setup
+    args = ["task=reach-v3", "episodes=12", "obs=state+image", "image_size=32", "keep=all"]
+    args += ["action_noise_std=0.3", "max_episode_steps=40", "seed=3", "progress=false", "out=clf_demos"]
+    p = _run("robosteer.scripts.collect", *args, cwd=work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    cmd = [f"base={base}", *TWIN, "reward=classifier", "classifier.data=clf_demos/demos.hdf5"]
+    cmd += ["classifier.steps=30", "classifier.batch_size=8", "out=classifier"]
+    p = _run("robosteer.scripts.steer", *cmd, "env_steps=100", cwd=work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    log = p.stdout + p.stderr
+    report = re.search(r"success classifier on image/corner2: threshold ([0-9.]+); on 3 held-out", log)
+    assert report and log.index("success classifier on") < log.index("env step 0 eval"), log[-3000:]
+    run = work / "classifier"
+    threshold = json.loads((run / "classifier" / "report.json").read_text())["threshold"]
+    assert float(report.group(1)) == pytest.approx(threshold, abs=5e-4)
+    m = json.loads((run / "metrics.json").read_text())
+    assert (m["reward"], m["run_reward"]) == ("classifier", "sparse") and m["robot_episodes"] >= 3
+    with h5py.File(run / "episodes" / "session_000.hdf5") as f:
+        assert json.loads(f["data"].attrs["env_args"])["env_kwargs"]["end_on_success"] is False
+        for name in f["data"]:
+            ep = f["data"][name]
+            assert int(ep.attrs["steps"]) == 40  # the twin's time limit: its success did not end it
+            assert ep["obs/image/corner2"].shape == (len(ep["actions"]), 32, 32, 3)
+            dones = np.asarray(ep["dones"]).astype(bool)
+            if ep.attrs["judged_success"]:
+                assert np.flatnonzero(dones).tolist() == [int(ep.attrs["judged_step"])]
+            else:
+                assert not dones.any() and "judged_step" not in ep.attrs
+    p = _run("robosteer.scripts.steer", *cmd, "env_steps=200", "resume=true", cwd=work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    log = p.stdout + p.stderr
+    assert "training the success classifier" not in log and f"threshold {threshold:.3f}" in log
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
         (["robot=ur"], "operator-confirmed resets"),
         (["robot=sim_twin", "variant=sac"], "algo=dsrl variant=na"),
-        (["robot=sim_twin", "reward=classifier"], "reward='classifier' is not valid on a robot"),
+        (["robot=sim_twin", "reward=classifier"], "reward=classifier needs a success classifier"),
+        (["robot=sim_twin", "reward=smile"], "reward='smile' is not valid on a robot"),
     ],
 )
 def test_steering_on_a_robot_refuses_what_it_cannot_do_in_one_line(setup, extra, message):
