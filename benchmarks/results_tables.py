@@ -763,6 +763,17 @@ def _held(robot: dict) -> int | None:
     return robot.get("robot_held_steps", robot.get("robot_held_ticks")) if robot else None
 
 
+def _robot_reward(robot: dict) -> str:
+    """The reward a robot run was paid, with a success classifier's held-out figures."""
+    c = robot.get("classifier")
+    if not c:
+        return robot["reward"]
+    return (
+        f"classifier (threshold {c['threshold']:.2f}; {c['held_out_episodes']} held-out episodes: "
+        f"FP {c['episode_fp_rate']:.0%}, FN {c['episode_fn_rate']:.0%})"
+    )
+
+
 def dsrl_robot(rows: list[Row]) -> str:
     """DSRL-NA on the twin (deploy's control loop) beside the simulator: evals, final actors, held steps."""
     runs = sorted(
@@ -781,7 +792,7 @@ def dsrl_robot(rows: list[Row]) -> str:
             [
                 r["task"],
                 where,
-                robot["reward"] if robot else _run_reward(r),
+                _robot_reward(robot) if robot else _run_reward(r),
                 r["seed"],
                 f"{r['base_success']:.2f}",
                 curve,

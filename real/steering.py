@@ -100,6 +100,25 @@ class Operator:
                 return len(arrays["actions"]) - 1 if answer.startswith("y") else None
             self.tell(f"answer y or n (got {answer!r})")
 
+    def confirm_reset(self, episode: int) -> bool:
+        """``resets=operator``: before episode k, the person resets the scene (a real arm resets none itself)
+        and presses Enter; ``stop`` ends the run cleanly instead (learner saved, metrics written)."""
+        while True:
+            try:
+                answer = str(
+                    self.ask(f"episode {episode}: reset the scene, then press Enter (or type stop) ")
+                )
+            except EOFError as e:
+                raise RobotSteeringError(
+                    "resets=operator needs a person at the terminal, and its input is closed"
+                ) from e
+            answer = answer.strip().lower()
+            if answer in ("", "y", "yes"):
+                return True
+            if answer in ("stop", "q", "quit"):
+                return False
+            self.tell(f"press Enter once the scene is reset, or type stop (got {answer!r})")
+
 
 class ClassifierJudge:
     """``reward=classifier``: a success classifier reads the episode's recorded camera frames; the first frame
@@ -213,13 +232,15 @@ def run_robot(
     checkpoint_config: dict[str, Any] | None = None,
     learn_slice: int = 4,
     judge: Any = None,
+    confirm_reset: Any = None,
 ) -> dict[str, Any]:
     """Steer on ``loop``'s robot until ``cfg.env_steps`` robot steps (every recorded step, holds included).
 
     ``loop``: a :class:`~robosteer.real.runtime.ControlLoop` whose policy is ``acting``; episode k starts from
     ``episode_seed + k`` (the twin's initial state). ``eval_fn`` evaluates the learner's policy (in the
     simulator; a real arm has none). ``judge(k, summary, arrays) -> step | None`` (:class:`Operator`,
-    :class:`ClassifierJudge`) gives the step each episode succeeded at instead of the robot's flag. Returns the loop's metrics plus the robot's own figures.
+    :class:`ClassifierJudge`) gives the step each episode succeeded at instead of the robot's flag. ``confirm_reset(k) -> bool``
+    (:meth:`Operator.confirm_reset`) is asked before episode k; False stops the run cleanly. Returns the loop's metrics plus the robot's own figures.
     """
     from robosteer.policies.data import DatasetWriter
     from robosteer.real.runtime import DeployError, episode_attrs
@@ -251,6 +272,14 @@ def run_robot(
             before = o.step
             acting.warm = not o.learning
             seed = episode_seed + int(counters["episodes"])
+            if confirm_reset is not None:
+                try:
+                    go = confirm_reset(int(counters["episodes"]))
+                except RobotSteeringError as e:  # between episodes: nothing in flight to record
+                    raise stopped(e, None, {}) from e
+                if not go:
+                    log.info("stopped by the operator before episode %d", int(counters["episodes"]))
+                    break
             try:
                 ep = loop.run_episode(seed)
             except DeployError as e:  # the arm is stopped: keep the episode, and the learner as it was

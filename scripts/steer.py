@@ -197,6 +197,7 @@ def steerability(
 
 
 ROBOT_REWARDS = ("success", "twin", "operator", "classifier")
+RESETS = ("robot", "operator")
 JUDGED_REWARDS = (
     "operator",
     "classifier",
@@ -224,11 +225,14 @@ def check_robot_steering(cfg: DictConfig, algo: str, served: bool, embedding: An
             "frames and their success, e.g. robosteer-collect obs=state+image keep=all) trains one first, or "
             "classifier.path=DIR reuses one (a run's <out>/classifier)"
         )
+    if cfg.resets not in RESETS:
+        raise UsageError(f"resets={cfg.resets!r} is not valid: expected one of {RESETS}")
     if name != "sim_twin":
         raise UsageError(
-            f"robot={name} reports no success and has no scripted reset: steering a real arm needs "
-            "operator-confirmed resets, which are not built yet; robot=sim_twin steers on the twin "
-            "(reward=operator asks you for each episode's success, as on an arm)"
+            f"robot={name} reports no success and no simulator evaluates it: steering a real arm needs "
+            "resets=operator (built) with reward=operator or reward=classifier, and an evaluation on the "
+            "arm's own judged episodes instead of the simulator's, which is not built yet; robot=sim_twin "
+            "steers on the twin (resets=operator reward=operator rehearses an arm's run there)"
         )
     check_safety_switch(cfg)
 
@@ -279,7 +283,8 @@ def steer_on_robot(
     from robosteer.scripts.deploy import robot_driver, runtime_config, safety_filter
 
     cfg = s.cfg
-    judge = Operator() if cfg.reward == "operator" else None
+    operator = Operator()  # the terminal: episode verdicts (reward=operator), reset confirmations
+    judge = operator if cfg.reward == "operator" else None
     record = []  # observation keys recorded beside the policy's: the classifier's camera
     if cfg.reward == "classifier":
         judge = success_judge(cfg, run_dir)
@@ -320,6 +325,7 @@ def steer_on_robot(
             checkpoint_config={**checkpoint_config, "robot": str(cfg.robot.name)},
             learn_slice=int(cfg.num_envs),
             judge=judge,
+            confirm_reset=operator.confirm_reset if cfg.resets == "operator" else None,
         )
     finally:
         if loop is not None:

@@ -90,3 +90,23 @@ FAULTS += [
         "tests": [T_OPERATOR],
     },
 ]
+
+T_RESETS = (
+    "tests/scripts/test_steer.py::test_resets_operator_asks_before_each_episode_and_stop_ends_the_run_cleanly"
+)
+FAULTS += [
+    {
+        "name": "robot steering: typing stop at a reset does not stop the run",
+        "file": STEERING,
+        "old": '            if answer in ("stop", "q", "quit"):\n                return False\n',
+        "new": '            if answer in ("stop", "q", "quit"):\n                return True\n',
+        "tests": [T_PARTS],
+    },
+    {
+        "name": "robot steering: resets=operator never asks for the scene's reset",
+        "file": STEERING,
+        "old": "            if confirm_reset is not None:\n",
+        "new": "            if False:\n",
+        "tests": [T_RESETS],
+    },
+]

@@ -151,6 +151,17 @@ def test_a_closed_terminal_stops_the_run_in_one_line():
         Operator(ask, tell)(0, {}, _episode(3))
 
 
+def test_a_reset_is_confirmed_with_enter_and_stop_ends_the_run():
+    ask, tell, prompts, told = _answers("", "later", " STOP ")
+    op = Operator(ask, tell)
+    assert op.confirm_reset(0) is True
+    assert prompts[0] == "episode 0: reset the scene, then press Enter (or type stop) "
+    assert op.confirm_reset(1) is False and len(prompts) == 3
+    assert told == ["press Enter once the scene is reset, or type stop (got 'later')"]
+    with pytest.raises(RobotSteeringError, match="resets=operator needs a person at the terminal"):
+        op.confirm_reset(2)
+
+
 class _Scores:
     """A classifier whose probability of frame t is ``p[t]`` (frames carry their index)."""
 

@@ -547,6 +547,26 @@ def test_reward_operator_pays_the_answers_and_the_twin_runs_to_its_time_limit(se
         assert len(f["data"]) == 2
 
 
+def test_resets_operator_asks_before_each_episode_and_stop_ends_the_run_cleanly(setup):
+    """resets=operator: before every episode the terminal asks for the scene's reset (Enter), beside the
+    verdict after it (reward=operator); typing stop ends the run cleanly: exit 0, metrics written, the
+    learner saved, every episode recorded."""
+    import h5py
+
+    work, _, base = setup
+    answers = "\ny\n\nn\nstop\n"  # reset, verdict, reset, verdict, stop
+    cmd = [f"base={base}", *TWIN, "reward=operator", "resets=operator", "env_steps=10000", "out=resets"]
+    p = _run("robosteer.scripts.steer", *cmd, cwd=work, input=answers)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.count("reset the scene, then press Enter (or type stop)") == 3
+    run = work / "resets"
+    m = json.loads((run / "metrics.json").read_text())
+    assert m["robot_episodes"] == 2 and (run / "checkpoints" / "latest").exists()
+    with h5py.File(run / "episodes" / "session_000.hdf5") as f:
+        assert [bool(f["data"][d].attrs["judged_success"]) for d in ("demo_0", "demo_1")] == [True, False]
+        assert m["env_steps"] == sum(len(f["data"][d]["actions"]) for d in ("demo_0", "demo_1"))
+
+
 def test_reward_classifier_reports_its_errors_first_and_pays_its_first_success_frame(setup):
     """reward=classifier: a classifier trained on recorded episodes (camera frames + success) reports its
     threshold and held-out error rates before the arm moves; the twin renders its camera beside the state
@@ -591,7 +611,11 @@ def test_reward_classifier_reports_its_errors_first_and_pays_its_first_success_f
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["robot=ur"], "operator-confirmed resets"),
+        (["robot=ur"], "an evaluation on the arm's own judged episodes"),
+        (
+            ["robot=sim_twin", "resets=hands"],
+            "resets='hands' is not valid: expected one of ('robot', 'operator')",
+        ),
         (["robot=sim_twin", "variant=sac"], "algo=dsrl variant=na"),
         (["robot=sim_twin", "reward=classifier"], "reward=classifier needs a success classifier"),
         (["robot=sim_twin", "reward=smile"], "reward='smile' is not valid on a robot"),
