@@ -242,7 +242,7 @@ def train_classifier(
         "held_out_episodes": len(held_names),
         "train_frames": {"positive": len(pools[1]), "negative": len(pools[0])},
         "final_loss": float(loss.detach()),
-        **error_rates(threshold, [(h[0], np.where(h[1] >= 0, h[1], -1), h[2]) for h in held]),
+        **error_rates(threshold, held),
         "config": dataclasses.asdict(cfg),
     }
     return model, threshold, report

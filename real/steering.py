@@ -239,8 +239,9 @@ def run_robot(
     ``loop``: a :class:`~robosteer.real.runtime.ControlLoop` whose policy is ``acting``; episode k starts from
     ``episode_seed + k`` (the twin's initial state). ``eval_fn`` evaluates the learner's policy (in the
     simulator; a real arm has none). ``judge(k, summary, arrays) -> step | None`` (:class:`Operator`,
-    :class:`ClassifierJudge`) gives the step each episode succeeded at instead of the robot's flag. ``confirm_reset(k) -> bool``
-    (:meth:`Operator.confirm_reset`) is asked before episode k; False stops the run cleanly. Returns the loop's metrics plus the robot's own figures.
+    :class:`ClassifierJudge`) gives the step each episode succeeded at instead of the robot's flag.
+    ``confirm_reset(k) -> bool`` (:meth:`Operator.confirm_reset`) is asked before episode k; False stops the
+    run cleanly. Returns the loop's metrics plus the robot's own figures.
     """
     from robosteer.policies.data import DatasetWriter
     from robosteer.real.runtime import DeployError, episode_attrs
