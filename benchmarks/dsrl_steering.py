@@ -275,6 +275,12 @@ def main() -> None:
         default="success",
         help="--robot: success | twin | classifier (robosteer-steer reward=; classifier.data=... after --)",
     )
+    parser.add_argument(
+        "--learner",
+        default="local",
+        choices=("local", "ray"),
+        help="--robot: local (updates between episodes, in the actor's process) | ray (a learner process)",
+    )
     parser.add_argument("overrides", nargs="*", help="extra robosteer-steer overrides (after --)")
     args = parser.parse_args()
     out = (ROOT / args.out).resolve()
@@ -282,6 +288,7 @@ def main() -> None:
     results_path = out / "results.jsonl"
     done = read_results(results_path, ("task", "variant", "seed", "where"), defaults={"where": "sim"})
     where = "sim" if not args.robot else f"{args.robot}_{args.reward}_{args.latency_ms:g}ms"
+    where += "_ray" if args.robot and args.learner == "ray" else ""
     for task in args.tasks:
         base, demos, base_success = weak_base(
             task, out, args.noise, args.base_steps, args.episodes, args.demos, args.augment
@@ -314,7 +321,7 @@ def main() -> None:
                     algo += [f"offline={demos}"] if variant == "na" else []
                 if args.robot:  # acting through real/: deploy's control loop, the learner between episodes
                     algo += [f"robot={args.robot}", f"robot.driver.latency_ms={args.latency_ms:g}"]
-                    algo += [f"reward={args.reward}"]
+                    algo += [f"reward={args.reward}", f"learner={args.learner}"]
                 command = ["robosteer.scripts.steer", *algo, *steer_budget(args, seed, run), *args.overrides]
                 wall = None  # a run that finished before its results row was written is reused as it is
                 metrics = run / "metrics.json"
@@ -347,6 +354,8 @@ def main() -> None:
                                 "robot_held_ticks",
                                 "robot_judged_agree",
                                 "classifier",
+                                "learner",
+                                "robot_tick_late_ms_p99",
                             )
                             if k in m
                         },

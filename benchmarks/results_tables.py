@@ -786,6 +786,8 @@ def dsrl_robot(rows: list[Row]) -> str:
     for r in runs:
         robot = r.get("robot") or {}
         where = "simulator" if not robot else f"{robot['name']}, {robot['latency_ms']:g} ms round trip"
+        where += ", learner in a Ray worker" if (robot.get("learner") or {}).get("mode") == "ray" else ""
+        late = robot.get("robot_tick_late_ms_p99")
         curve = ", ".join(f"{h['success_rate']:.2f}" for h in r["history"])
         trained = r.get("trained_actor_success")
         body.append(
@@ -802,11 +804,13 @@ def dsrl_robot(rows: list[Row]) -> str:
                 f"{r['env_steps']:,}",
                 f"{r['wall_s'] / 60:.1f}",
                 f"{held / r['env_steps']:.0%}" if (held := _held(robot)) is not None else "—",
+                f"{robot['updates'] / r['env_steps']:.3f}" if robot.get("updates") else "—",
+                f"{late['mean']:.1f} / {late['max']:.1f}" if late else "—",
             ]
         )
     columns = ["task", "acting on", "reward", "seed", "base (100 ep.)", "periodic evals (50 ep., every 10k)"]
     columns += ["final averaged actor, 100 unseen ep.", "final trained actor", "`best` actor", "env steps"]
-    columns += ["wall min", "steps held"]
+    columns += ["wall min", "steps held", "updates per env step", "tick lateness p99, ms (mean / max)"]
     return measured(runs) + "\n\n" + table(columns, body)
 
 

@@ -205,6 +205,7 @@ class ControlLoop:
         stats: dict[str, Any] = {"chunks": 0, "stale_dropped": 0, "held_ticks": 0, "rejected_chunks": 0}
         infer_ms: list[float] = []
         obs_age_ms: list[float] = []
+        late_ms: list[float] = []  # how late each tick woke past its slot: the control rate's jitter
         schedule: dict[int, np.ndarray] = {}  # slot -> action; slot time = t0 + slot * dt
         sent: dict[int, np.ndarray] = {}  # slot -> command sent for it (the last Tp slots; inpainting)
         acted: set[int] = set()  # slots a policy action (not a hold) was sent for
@@ -247,6 +248,8 @@ class ControlLoop:
                 "infer_ms_mean": float(np.mean(infer_ms)) if infer_ms else None,
                 "infer_ms_p99": float(np.percentile(infer_ms, 99)) if infer_ms else None,
                 "obs_age_ms_mean": float(np.mean(obs_age_ms)) if obs_age_ms else None,
+                "tick_late_ms_mean": float(np.mean(late_ms)) if late_ms else None,
+                "tick_late_ms_p99": float(np.percentile(late_ms, 99)) if late_ms else None,
                 **stats,
                 "arrays": rec.arrays(),
                 # per recorded step: the arm held after it (no policy action was due in the next slot)
@@ -284,6 +287,7 @@ class ControlLoop:
                 if delay > 0:
                     self.sleep(delay)
                 now = time.time()
+                late_ms.append(1e3 * max(now - target, 0.0))
                 try:
                     ob = robot.get_observation()
                 except Exception as e:

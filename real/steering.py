@@ -28,7 +28,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from robosteer.policies.steering.loop import OnlineLearner, OnlineRun, OnlineRunConfig, with_extras
+from robosteer.policies.steering.loop import OnlineLearner, OnlineRun, OnlineRunConfig
+from robosteer.real.learner import LearnerError, ShapeOnly, held_attr
+from robosteer.real.runtime import DeployError, episode_attrs
 
 log = logging.getLogger(__name__)
 
@@ -216,6 +218,41 @@ def session_path(record_dir: Path) -> Path:
     return record_dir / f"session_{k:03d}.hdf5"
 
 
+def recorded_unlearned(
+    record_dir: Path, first: int, keys: tuple[str, ...]
+) -> list[tuple[dict[str, Any], list[bool] | None, dict[str, Any]]]:
+    """The recorded episodes from index ``first`` on, as the learner learns them: ``(learned arrays, learned
+    held steps, the recording's attributes)`` in order. A resumed run re-sends them: a learner stopped (or
+    killed) after they were recorded had not saved them. Episodes without an index (one cut short by a fault,
+    one a judge gave no verdict on) were never the learner's."""
+    from robosteer.policies.data import open_dataset
+    from robosteer.real.learner import held_from_attr
+
+    found: dict[int, tuple[dict[str, Any], list[bool] | None, dict[str, Any]]] = {}
+    files = sorted(record_dir.glob("session_*.hdf5*"), key=lambda p: p.name.split(".")[0])
+    for path in files:
+        with open_dataset(path) as f:
+            for ep in f.episodes(obs_keys=list(keys)):
+                attrs = ep["attrs"]
+                index = attrs.get("episode_index")
+                if index is None or int(index) < first:
+                    continue
+                arrays = {k: ep[k] for k in ("obs", "actions", "rewards", "dones")}
+                n = len(arrays["actions"])
+                held = held_from_attr(attrs["held_steps"], n) if "held_steps" in attrs else None
+                if "judged_success" in attrs:
+                    at = int(attrs["judged_step"]) if attrs["judged_success"] else None
+                    _, arrays, held = judged_episode(arrays, at, held)
+                found[int(index)] = (arrays, held, attrs)
+    missing = [i for i in range(first, first + len(found)) if i not in found]
+    if missing:
+        raise RobotSteeringError(
+            f"{record_dir}: recorded episode {missing[0]} is missing while later ones are there; "
+            "the recordings were edited, resume from a copy of the run as it was"
+        )
+    return [found[i] for i in sorted(found)]
+
+
 def run_robot(
     learner: OnlineLearner,
     loop: Any,
@@ -233,6 +270,7 @@ def run_robot(
     learn_slice: int = 4,
     judge: Any = None,
     confirm_reset: Any = None,
+    split: Any = None,
 ) -> dict[str, Any]:
     """Steer on ``loop``'s robot until ``cfg.env_steps`` robot steps (every recorded step, holds included).
 
@@ -241,88 +279,146 @@ def run_robot(
     simulator; a real arm has none). ``judge(k, summary, arrays) -> step | None`` (:class:`Operator`,
     :class:`ClassifierJudge`) gives the step each episode succeeded at instead of the robot's flag.
     ``confirm_reset(k) -> bool`` (:meth:`Operator.confirm_reset`) is asked before episode k; False stops the
-    run cleanly. Returns the loop's metrics plus the robot's own figures.
+    run cleanly. ``split``: a :class:`~robosteer.real.learner.LearnerConfig` with ``mode="ray"`` trains in a
+    learner process of its own (real/learner.py); otherwise the updates run here between episodes. Returns
+    the loop's metrics plus the robot's own figures.
     """
     from robosteer.policies.data import DatasetWriter
-    from robosteer.real.runtime import DeployError, episode_attrs
 
-    space = {k: _Space(tuple(s)) for k, s in _window_shapes(acting, learner.obs_keys).items()}
-    o = OnlineRun(learner, space, cfg, out_dir, eval_fn, offline, resume, checkpoint_config)
+    shapes = _window_shapes(acting, learner.obs_keys)
+    o = OnlineRun(
+        learner,
+        {k: ShapeOnly(s) for k, s in shapes.items()},
+        cfg,
+        out_dir,
+        eval_fn,
+        offline,
+        resume,
+        checkpoint_config,
+    )
     run, counters, keys = o.run, o.counters, o.keys
-    acting.generator = o.gen  # acting draws from the run's generator (checkpointed: an exact resume)
-    path = session_path(Path(out_dir) / "episodes")
+    record_dir = Path(out_dir) / "episodes"
+    resend = recorded_unlearned(record_dir, int(counters["episodes"]), keys) if resume else []
+    path = session_path(record_dir)
     counters.setdefault("held_steps", 0)  # checkpointed with the other counters: a resumed run keeps it
     if judge is not None:
         counters.setdefault("judged_agree", 0)
+    learning = _Learning(o, acting, exec_steps, learn_slice, split, offline)
+    figures: dict[str, list[float]] = {"staleness": [], "tick_late_ms_p99": [], "waited_s": []}
     run.start(o.step)
-    with run, DatasetWriter(path, env_args=env_args, split_seed=cfg.seed) as writer:
+    try:
+        with run, DatasetWriter(path, env_args=env_args, split_seed=cfg.seed) as writer:
 
-        def stopped(e: Exception, arrays: dict[str, Any] | None, ep: dict[str, Any]) -> RobotSteeringError:
-            """The run's stop on a fault: the episode in flight is recorded, the learner kept as it was."""
-            if arrays is not None:
-                writer.add_episode(**arrays, attrs=episode_attrs(ep))
-            o.save()
-            return RobotSteeringError(
-                f"{e}; episodes so far are in {path}, the learner is saved as of the last finished "
-                f"episode (resume=true continues)"
-            )
+            def stopped(
+                e: Exception, arrays: dict[str, Any] | None, ep: dict[str, Any]
+            ) -> RobotSteeringError:
+                """The run's stop on a fault: the episode in flight is recorded, the learner kept as it was."""
+                if arrays is not None:
+                    writer.add_episode(**arrays, attrs=episode_attrs(ep))
+                saved = learning.save()
+                return RobotSteeringError(
+                    f"{e}; episodes so far are in {path}, {saved} (resume=true continues)"
+                )
 
-        if not o.history and eval_fn is not None:
-            o.evaluate()
-        while o.step < cfg.env_steps and not run.should_stop():
-            before = o.step
-            acting.warm = not o.learning
-            seed = episode_seed + int(counters["episodes"])
-            if confirm_reset is not None:
+            def learned(
+                arrays: dict[str, Any], held: list[bool] | None, success: bool, agree: bool | None
+            ) -> None:
+                """One episode into the learner (and the counters), as it ended or as recorded before."""
+                ret = learning.add(int(counters["episodes"]), arrays, held)
+                counters["env_steps"] += len(arrays["actions"])
+                counters["held_steps"] += int(sum(held or []))
+                if agree is not None:
+                    counters["judged_agree"] += int(agree)
+                o.episode_ended(success, ret)
+
+            for arrays, held, attrs in resend:  # recorded after the checkpoint: nothing recorded is lost
+                judged_ok = attrs.get("judged_success")
+                success = bool(attrs.get("success")) if judged_ok is None else bool(judged_ok)
+                agree = None if judged_ok is None else bool(judged_ok) == bool(attrs.get("success"))
                 try:
-                    go = confirm_reset(int(counters["episodes"]))
-                except RobotSteeringError as e:  # between episodes: nothing in flight to record
+                    learned(arrays, held, success, agree)
+                except LearnerError as e:
                     raise stopped(e, None, {}) from e
-                if not go:
-                    log.info("stopped by the operator before episode %d", int(counters["episodes"]))
-                    break
-            try:
-                ep = loop.run_episode(seed)
-            except DeployError as e:  # the arm is stopped: keep the episode, and the learner as it was
-                raise stopped(e, (e.episode or {}).get("arrays"), e.episode or {}) from e
-            loop.wait_idle()  # a plan cut short by the episode's end finishes before the learner updates
-            arrays = ep.pop("arrays")
-            if arrays is None:
-                raise RobotSteeringError(f"episode seed={seed} recorded nothing (status {ep.get('status')})")
-            success, held_steps = bool(ep["success"]), ep.pop("held_steps", None)
-            learned, learned_held = arrays, held_steps
-            if judge is not None:  # asked after the arm stopped; the verdict is recorded with the episode
-                try:
-                    at = judge(int(counters["episodes"]), ep, arrays)
-                except RobotSteeringError as e:  # no verdict: the episode is kept unjudged, out of the replay
-                    raise stopped(e, arrays, ep) from e
-                success = ep["judged_success"] = at is not None
-                if at is not None:
-                    ep["judged_step"] = at
-                arrays, learned, learned_held = judged_episode(arrays, at, held_steps)
-                counters["judged_agree"] += int(success == bool(ep["success"]))
-            writer.add_episode(**arrays, attrs=episode_attrs(ep))
-            t = recorded_transitions(learned, keys, acting.n_obs_steps, exec_steps, cfg, learned_held)
-            t = with_extras(learner, t, keys, o.gen)
-            t = {k: v.to(o.device) for k, v in t.items()}
-            o.buffer.add(**t)
-            learner.observe_recorded({k: t[f"obs/{k}"] for k in keys})
-            n = len(t["reward"])
-            counters["env_steps"] += len(arrays["actions"])
-            counters["transitions"] += n
-            counters["held_steps"] += int(sum(held_steps or []))
-            o.episode_ended(success, float(t["reward"].sum()))
-            if o.learning:  # the updates this episode owes, sliced as the simulator loop makes them
-                for i in range(0, n, learn_slice):
-                    o.learn(min(learn_slice, n - i))
-            run.progress(o.step - before, **o.log())
-            run.scalar("robot/held_ticks", float(ep.get("held_ticks", 0)), o.step)
-            if ep.get("infer_ms_mean") is not None:
-                run.scalar("robot/infer_ms", float(ep["infer_ms_mean"]), o.step)
-            if eval_fn is not None and run.due(o.step, cfg.eval_every, before):
+            if resend:
+                log.info("re-sent %d recorded episodes the checkpoint had not learned", len(resend))
+                learning.save()
+            if not o.history and eval_fn is not None:
                 o.evaluate()
-            o.save()  # after every episode: a fault loses at most the episode it hits
-        metrics = o.finish()
+            while o.step < cfg.env_steps and not run.should_stop():
+                before = o.step
+                try:
+                    version = learning.before_episode()
+                except LearnerError as e:
+                    raise stopped(e, None, {}) from e
+                seed = episode_seed + int(counters["episodes"])
+                if confirm_reset is not None:
+                    try:
+                        go = confirm_reset(int(counters["episodes"]))
+                    except RobotSteeringError as e:  # between episodes: nothing in flight to record
+                        raise stopped(e, None, {}) from e
+                    if not go:
+                        log.info("stopped by the operator before episode %d", int(counters["episodes"]))
+                        break
+                try:
+                    ep = loop.run_episode(seed)
+                except DeployError as e:  # the arm is stopped: keep the episode, and the learner as it was
+                    raise stopped(e, (e.episode or {}).get("arrays"), e.episode or {}) from e
+                loop.wait_idle()  # a plan cut short by the episode's end finishes before the learner updates
+                arrays = ep.pop("arrays")
+                if arrays is None:
+                    raise RobotSteeringError(
+                        f"episode seed={seed} recorded nothing (status {ep.get('status')})"
+                    )
+                success, held_steps = bool(ep["success"]), ep.pop("held_steps", None)
+                learned_arrays, learned_held, agree = arrays, held_steps, None
+                if judge is not None:  # asked after the arm stopped; the verdict is recorded with the episode
+                    try:
+                        at = judge(int(counters["episodes"]), ep, arrays)
+                    except (
+                        RobotSteeringError
+                    ) as e:  # no verdict: the episode is kept unjudged, out of the replay
+                        raise stopped(e, arrays, ep) from e
+                    success = ep["judged_success"] = at is not None
+                    if at is not None:
+                        ep["judged_step"] = at
+                    arrays, learned_arrays, learned_held = judged_episode(arrays, at, held_steps)
+                    agree = success == bool(ep["success"])
+                attrs = {
+                    **episode_attrs(ep),
+                    "episode_index": int(
+                        counters["episodes"]
+                    ),  # the learner's: a resume re-sends what it lacks
+                    "held_steps": held_attr(held_steps, len(arrays["actions"])),
+                }
+                writer.add_episode(**arrays, attrs=attrs)
+                try:
+                    learned(learned_arrays, learned_held, success, agree)
+                except LearnerError as e:  # recorded with its index: resume=true re-sends it
+                    raise stopped(e, None, {}) from e
+                run.progress(o.step - before, **o.log())
+                run.scalar("robot/held_ticks", float(ep.get("held_ticks", 0)), o.step)
+                for key in ("infer_ms_mean", "tick_late_ms_p99"):
+                    if ep.get(key) is not None:
+                        run.scalar(f"robot/{key.removesuffix('_mean')}", float(ep[key]), o.step)
+                if ep.get("tick_late_ms_p99") is not None:
+                    figures["tick_late_ms_p99"].append(float(ep["tick_late_ms_p99"]))
+                if version is not None:  # the learner's updates past the weights this episode acted with
+                    figures["staleness"].append(float(counters["updates"] - version))
+                    run.scalar("learner/staleness_updates", figures["staleness"][-1], o.step)
+                    run.scalar("learner/updates_per_s", float(learning.remote.last["updates_per_s"]), o.step)
+                    try:
+                        figures["waited_s"].append(learning.wait_backlog())
+                    except LearnerError as e:
+                        raise stopped(e, None, {}) from e
+                if eval_fn is not None and run.due(o.step, cfg.eval_every, before):
+                    learning.sync_weights()
+                    o.evaluate()
+                if learning.remote is None or run.due(o.step, cfg.checkpoint_every, before):
+                    learning.save()  # local: after every episode, a fault loses at most the episode it hits
+            learning.pull()
+            metrics = o.finish()
+    finally:
+        learning.close()
     recent = [success for success, _ in o.recent[-50:]]  # this session's
     return {
         **metrics,
@@ -330,15 +426,140 @@ def run_robot(
         "robot_success_rate_last50": float(np.mean(recent)) if recent else None,
         "robot_held_steps": int(counters["held_steps"]),  # of env_steps (every recorded robot step)
         **({"robot_judged_agree": int(counters["judged_agree"])} if "judged_agree" in counters else {}),
+        **_figures(figures, learning, counters),
         "recording": str(path),
     }
 
 
-class _Space:
-    """The one attribute of a gym space the replay reads: ``shape``."""
+class _Learning:
+    """Where a robot run's episodes are learned: here between episodes (``split`` local), or in a learner
+    process on Ray (:class:`~robosteer.real.learner.RayLearner`), whose state this run's checkpoints pull."""
 
-    def __init__(self, shape: tuple[int, ...]) -> None:
-        self.shape = shape
+    def __init__(
+        self, o: OnlineRun, acting: LearnerActing, exec_steps: int, learn_slice: int, split: Any, offline: Any
+    ) -> None:
+        from robosteer.real.learner import RayLearner
+
+        self.o, self.acting, self.exec_steps, self.learn_slice = o, acting, exec_steps, learn_slice
+        self.remote: RayLearner | None = None
+        acting.generator = (
+            o.gen
+        )  # local: acting draws from the run's generator (checkpointed: an exact resume)
+        if split is not None and split.mode == "ray":
+            from robosteer.policies.steering.loop import learner_state
+
+            learner = o.learner
+            state = {
+                "modules": learner_state(learner, o.buffer),
+                "counters": dict(o.counters),
+                "generator": o.gen.get_state(),
+            }
+            self.remote = RayLearner(
+                split,
+                learner,
+                shapes=_window_shapes(acting, learner.obs_keys),
+                cfg=o.cfg,
+                offline=offline,
+                state=state,
+                n_obs_steps=acting.n_obs_steps,
+                exec_steps=exec_steps,
+                learn_slice=learn_slice,
+                weights_every=split.weights_every,
+            )
+            # acting draws from a generator of its own: the learner's samples batches in its process
+            seed = o.cfg.seed + 7919 * int(o.counters["episodes"]) + 1
+            acting.generator = torch.Generator(device=o.device).manual_seed(seed)
+
+    def add(self, index: int, arrays: dict[str, Any], held: list[bool] | None) -> float:
+        """Episode ``index`` learned (or sent to the learner); its return."""
+        from robosteer.real.learner import ingest
+
+        o, counters = self.o, self.o.counters
+        if self.remote is not None:
+            sent = {**arrays, "obs": {k: arrays["obs"][k] for k in o.keys}}  # the camera stays here
+            stats = self.remote.add_episode(index, sent, held)
+            counters.update({k: stats[k] for k in ("transitions", "updates")})
+            o.info = dict(stats["info"])
+            return float(stats["last_return"])
+        n, ret = ingest(
+            o.learner, o.buffer, o.gen, o.cfg, arrays, held, self.acting.n_obs_steps, self.exec_steps
+        )
+        counters["transitions"] += n
+        if o.learning:  # the updates this episode owes, sliced as the simulator loop makes them
+            for i in range(0, n, self.learn_slice):
+                o.learn(min(self.learn_slice, n - i))
+        return ret
+
+    def before_episode(self) -> int | None:
+        """Warm-up or exploring, with the newest weights (Ray: the version it acts with, else None)."""
+        self.acting.warm = not self.o.learning
+        if self.remote is None:
+            return None
+        self.sync_weights()
+        return self.remote.version
+
+    def sync_weights(self) -> None:
+        if self.remote is not None:
+            state = self.remote.newest_weights()
+            if state is not None:
+                self.o.learner.load_state_dict(state)
+
+    def wait_backlog(self) -> float:
+        return 0.0 if self.remote is None else self.remote.wait_backlog()
+
+    def pull(self) -> None:
+        """Ray: the learner's whole state into this run (its learner, replay, counters, generator)."""
+        from robosteer.policies.steering.loop import load_learner_state
+
+        if self.remote is None:
+            return
+        snap = self.remote.snapshot()
+        o = self.o
+        load_learner_state(o.learner, o.buffer, snap["modules"])
+        o.counters.update(
+            {k: snap["counters"][k] for k in ("transitions", "updates", "pending_updates", "backlog")}
+        )
+        o.gen.set_state(snap["generator"])
+        self.remote.version = int(snap["counters"]["updates"])
+
+    def save(self) -> str:
+        """``checkpoints/latest`` as of now (Ray: pulled from the learner first); what it says of the learner."""
+        if self.remote is not None and self.remote.dead:
+            return "the learner's last checkpoint stands, and the episodes recorded after it are re-sent"
+        if self.remote is not None:
+            if self.remote.last.get("fault"):
+                raise self.o.run.stopped(f"learner: {self.remote.last['fault']}", self.o.step)
+            self.pull()
+        self.o.save()
+        return "the learner is saved as of the last finished episode"
+
+    def close(self) -> None:
+        if self.remote is not None:
+            self.remote.close()
+
+
+def _figures(
+    figures: dict[str, list[float]], learning: _Learning, counters: dict[str, Any]
+) -> dict[str, Any]:
+    """The run's control-rate jitter and (Ray) the learner's pace: updates per env step and per second, and
+    how far the acting weights trailed the learner."""
+    out: dict[str, Any] = {}
+    late = figures["tick_late_ms_p99"]
+    if late:
+        out["robot_tick_late_ms_p99"] = {"mean": float(np.mean(late)), "max": float(np.max(late))}
+    if learning.remote is not None:
+        last, stale = learning.remote.last, figures["staleness"]
+        out["learner"] = {
+            "mode": "ray",
+            "updates_per_env_step": counters["updates"] / max(int(counters["env_steps"]), 1),
+            "updates_per_s": last.get("updates_per_s"),
+            "busy_updates_per_s": last.get("busy_updates_per_s"),
+            "staleness_updates": {"mean": float(np.mean(stale)), "max": float(np.max(stale))}
+            if stale
+            else None,
+            "actor_waited_s": float(np.sum(figures["waited_s"])),
+        }
+    return out
 
 
 def _window_shapes(acting: LearnerActing, keys: tuple[str, ...]) -> dict[str, tuple[int, ...]]:

@@ -235,6 +235,22 @@ def check_robot_steering(cfg: DictConfig, algo: str, served: bool, embedding: An
             "steers on the twin (resets=operator reward=operator rehearses an arm's run there)"
         )
     check_safety_switch(cfg)
+    learner_config(cfg)
+
+
+def learner_config(cfg: DictConfig) -> Any:
+    """``learner=``: where a robot run's learner trains (real/learner.py), checked before anything starts."""
+    from robosteer.real.learner import LearnerConfig
+
+    split = LearnerConfig(**OmegaConf.to_container(cfg.learner, resolve=True))
+    if split.mode == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise UsageError(
+                "learner=ray needs Ray in this environment: pip install ray==2.60.0 (the robosteer[ray] extra)"
+            ) from None
+    return split
 
 
 def success_judge(cfg: DictConfig, run_dir: Path) -> Any:
@@ -326,6 +342,7 @@ def steer_on_robot(
             learn_slice=int(cfg.num_envs),
             judge=judge,
             confirm_reset=operator.confirm_reset if cfg.resets == "operator" else None,
+            split=learner_config(cfg),
         )
     finally:
         if loop is not None:
@@ -463,6 +480,11 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
     if cfg.get("robot"):  # before anything is built: what steering on a robot cannot do yet
         check_robot_steering(cfg, algo, served, embedding)
+    elif cfg.learner.mode != "local":
+        raise UsageError(
+            f"learner={cfg.learner.mode} splits a run on a robot (robot=...) into actor and learner; "
+            "in simulation the learner trains in this process: drop learner="
+        )
     build, exec_steps_of = ALGOS[algo]
     exec_steps = exec_steps_of(cfg, ta)  # env steps per MDP action
     offline_file = offline_path(cfg, algo, ckpt_dir)

@@ -203,6 +203,68 @@ def with_extras(
     return {**transitions, **{name: torch.cat([p[name] for p in parts]) for name in parts[0]}}
 
 
+def replays(
+    learner: OnlineLearner,
+    obs_space: Any,
+    cfg: OnlineRunConfig,
+    device: torch.device,
+    offline: dict[str, torch.Tensor] | None = None,
+) -> tuple[Any, Any]:
+    """(online replay, offline replay or None) of a run: the learner's transition fields, the offline
+    demonstrations with their extras from the learner as built (before a resume loads its weights)."""
+    from robosteer.policies.rl import ReplayBuffer
+
+    keys = learner.obs_keys
+    spec = transition_spec(obs_space, keys, learner.taken_dim, learner.transition_fields())
+    buffer, offline_buf = ReplayBuffer(cfg.buffer_size, spec, device), None
+    if offline is not None:
+        offline = with_extras(
+            learner, offline, keys, torch.Generator(device=device).manual_seed(cfg.seed + 1)
+        )
+        offline_buf = ReplayBuffer(len(offline["reward"]), spec, device)
+        offline_buf.add(**offline)
+    return buffer, offline_buf
+
+
+def mixed_batch(
+    offline: Any,
+    online: Any,
+    batch_size: int,
+    offline_ratio: float,
+    gen: torch.Generator,
+    keys: tuple[str, ...],
+) -> dict[str, Any]:
+    """A replay batch with ``offline_ratio`` of its rows from the demonstrations, as the learner reads it."""
+    from robosteer.policies.rl import sample_mixed
+
+    return as_batch(sample_mixed(offline, online, batch_size, offline_ratio, gen), keys)
+
+
+def learner_state(learner: OnlineLearner, buffer: Any) -> dict[str, Any]:
+    """The checkpoint modules of a learner and its replay: ``agent``, ``buffer``, ``opt_<name>``, extras."""
+    modules: dict[str, Any] = {"agent": learner.state_dict(), "buffer": buffer.state_dict()}
+    modules.update({f"opt_{n}": o.state_dict() for n, o in learner.optimizers().items()})
+    modules.update(learner.extra_state())
+    return modules
+
+
+def load_learner_state(learner: OnlineLearner, buffer: Any, modules: dict[str, Any]) -> None:
+    """Put :func:`learner_state`'s modules back into ``learner`` and ``buffer``."""
+    learner.load_state_dict(modules["agent"])
+    for name, opt in learner.optimizers().items():
+        opt.load_state_dict(modules[f"opt_{name}"])
+    buffer.load_state_dict(modules["buffer"])
+    learner.load_extra_state({n: modules[n] for n in learner.extra_state()})
+
+
+def owed_updates(counters: dict[str, Any], utd: float, new_transitions: int) -> int:
+    """The gradient steps ``new_transitions`` owe at ``utd`` each, the fraction carried in ``pending_updates``."""
+    counters["pending_updates"] += utd * new_transitions
+    n_updates = int(counters["pending_updates"])
+    counters["pending_updates"] -= n_updates
+    return n_updates
+
+
 class OnlineRun:
     """What every online steering loop shares, the simulator's (:func:`run_online`) and a robot's
     (``robosteer.real.steering.run_robot``): the run engine, the replay (offline demonstrations mixed in at
@@ -225,7 +287,6 @@ class OnlineRun:
         checkpoint_config: dict[str, Any] | None = None,
     ) -> None:
         from robosteer.policies.engine import Best, RunEngine, restore_generator
-        from robosteer.policies.rl import ReplayBuffer
         from robosteer.policies.rng import set_rng_state
 
         self.learner, self.cfg, self.eval_fn = learner, cfg, eval_fn
@@ -239,19 +300,11 @@ class OnlineRun:
         self.run = run = RunEngine(
             out_dir, what=what, total=total, resume=resume, unit="env step", desc=desc, settings=cfg
         )
-        self.keys = keys = learner.obs_keys
+        self.keys = learner.obs_keys
         self.extra_fields = learner.transition_fields()  # asked once: fixed for the run
-        spec = transition_spec(obs_space, keys, learner.taken_dim, self.extra_fields)
-        self.buffer = ReplayBuffer(cfg.buffer_size, spec, device)
+        self.buffer, self.offline_buf = replays(learner, obs_space, cfg, device, offline)
         # The loop's generator lives on the training device, so sampling there needs no host round trip.
         self.gen = torch.Generator(device=device).manual_seed(cfg.seed)
-        self.offline_buf = None
-        if offline is not None:  # extras from the learner as built (before a resume loads its weights)
-            offline = with_extras(
-                learner, offline, keys, torch.Generator(device=device).manual_seed(cfg.seed + 1)
-            )
-            self.offline_buf = ReplayBuffer(len(offline["reward"]), spec, device)
-            self.offline_buf.add(**offline)
         self.counters = {
             "env_steps": 0,
             "transitions": 0,
@@ -266,11 +319,7 @@ class OnlineRun:
         self.config = {"kind": learner.kind, **learner.get_config(), **(checkpoint_config or {})}
         ck = run.restore()
         if ck is not None:
-            learner.load_state_dict(ck.modules["agent"])
-            for name, opt in learner.optimizers().items():
-                opt.load_state_dict(ck.modules[f"opt_{name}"])
-            self.buffer.load_state_dict(ck.modules["buffer"])
-            learner.load_extra_state({n: ck.modules[n] for n in learner.extra_state()})
+            load_learner_state(learner, self.buffer, ck.modules)
             self.counters.update(ck.extra["counters"])
             self.history = list(ck.extra["history"])
             run.best = Best.from_state(ck.extra.get("best"))
@@ -289,9 +338,7 @@ class OnlineRun:
         from robosteer.policies.rng import get_rng_state
 
         learner = self.learner
-        modules: dict[str, Any] = {"agent": learner.state_dict(), "buffer": self.buffer.state_dict()}
-        modules.update({f"opt_{n}": o.state_dict() for n, o in learner.optimizers().items()})
-        modules.update(learner.extra_state())
+        modules = learner_state(learner, self.buffer)
         extra = {
             "counters": dict(self.counters),
             "history": self.history,
@@ -313,11 +360,8 @@ class OnlineRun:
         self.history.append({"env_steps": float(step), "success_rate": float(m["success_rate"])})
 
     def sample(self, batch_size: int) -> dict[str, Any]:
-        from robosteer.policies.rl import sample_mixed
-
-        return as_batch(
-            sample_mixed(self.offline_buf, self.buffer, batch_size, self.cfg.offline_ratio, self.gen),
-            self.keys,
+        return mixed_batch(
+            self.offline_buf, self.buffer, batch_size, self.cfg.offline_ratio, self.gen, self.keys
         )
 
     def tensors(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -333,9 +377,7 @@ class OnlineRun:
         from robosteer.policies.engine import losses
 
         counters = self.counters
-        counters["pending_updates"] += self.cfg.utd * new_transitions
-        n_updates = int(counters["pending_updates"])
-        counters["pending_updates"] -= n_updates
+        n_updates = owed_updates(counters, self.cfg.utd, new_transitions)
         self.info.update(self.learner.learn(n_updates, new_transitions, self.sample, self.gen))
         # a NaN/inf loss stops the run here, before any save: checkpoints/latest stays the last good one
         self.run.check(losses(self.info), counters["env_steps"])

@@ -291,8 +291,8 @@ FAULTS = [
     _f(
         "loop: utd ignores the number of envs",
         LOOP,
-        'counters["pending_updates"] += self.cfg.utd * new_transitions',
-        'counters["pending_updates"] += self.cfg.utd',
+        'counters["pending_updates"] += utd * new_transitions',
+        'counters["pending_updates"] += utd',
         T_LOOP,
     ),
     _f(
@@ -312,8 +312,8 @@ FAULTS = [
     _f(
         "loop: offline_ratio ignored when sampling",
         LOOP,
-        "sample_mixed(self.offline_buf, self.buffer, batch_size, self.cfg.offline_ratio, self.gen)",
-        "sample_mixed(self.offline_buf, self.buffer, batch_size, 0.0, self.gen)",
+        "sample_mixed(offline, online, batch_size, offline_ratio, gen)",
+        "sample_mixed(offline, online, batch_size, 0.0, gen)",
         T_LOOP,
     ),
     _f(

@@ -626,3 +626,118 @@ def test_steering_on_a_robot_refuses_what_it_cannot_do_in_one_line(setup, extra,
     p = _run("robosteer.scripts.steer", f"base={base}", *extra, "steerability.directions=0", cwd=work)
     assert p.returncode == 2 and message in p.stderr, p.stderr[-2000:]
     assert "Traceback" not in p.stderr
+
+
+def _descendants(root: int, name: str) -> list[int]:
+    """Processes under ``root`` (children, grandchildren...) whose command line starts with ``name``."""
+    parent, cmdline = {}, {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline[int(stat.parent.name)] = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError):
+            continue
+    found = []
+    for pid, cmd in cmdline.items():
+        p = parent.get(pid)
+        while p is not None and p > 1 and p != root:
+            p = parent.get(p)
+        if p == root and cmd.startswith(name):
+            found.append(pid)
+    return found
+
+
+def _learned_episodes(run: Path) -> list[tuple[int, int]]:
+    """(episode_index, steps) of every recorded episode the learner was given, over all session files."""
+    import h5py
+
+    out = []
+    for path in sorted((run / "episodes").glob("session_*.hdf5*")):
+        with h5py.File(path) as f:
+            for demo in f["data"].values():
+                if "episode_index" in demo.attrs:
+                    out.append((int(demo.attrs["episode_index"]), len(demo["actions"])))
+    return sorted(out)
+
+
+def _gone(pids: list[int], within_s: float) -> bool:
+    import time
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in pids):
+        time.sleep(0.1)
+    return not any(Path(f"/proc/{pid}").exists() for pid in pids)
+
+
+def test_learner_on_ray_survives_kill_of_the_learner_the_twin_and_the_actor(setup):
+    """learner=ray: the learner trains in a Ray actor of its own. kill -9 of the learner, of the twin and of
+    the actor (robosteer-steer itself) each stop the run with every finished episode recorded, the first two
+    with one line naming the fault; resume=true re-sends the recorded episodes the last checkpoint had not
+    learned, so at the end every recorded episode was learned exactly once; the base never changes."""
+    import signal
+    import time
+
+    work, _, base = setup
+    before = state_dict_hash(load_policy(base, which="ema"))
+    cmd = [sys.executable, "-m", "robosteer.scripts.steer", f"base={base}", *TWIN, "learner=ray", "out=ray"]
+    cmd += ["run.checkpoint_every=100"]
+    run = work / "ray"
+    latest = run / "checkpoints" / "latest" / "config.json"
+
+    def started(*extra: str) -> subprocess.Popen:
+        """A run that goes on until killed, once it saved a checkpoint of its own."""
+        saved_at = latest.stat().st_mtime_ns if latest.exists() else None
+        proc = subprocess.Popen([*cmd, "env_steps=100000", *extra], cwd=work, env=ENV, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (
+            not latest.exists() or latest.stat().st_mtime_ns == saved_at
+        ):
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        return proc
+
+    def fault_line(proc: subprocess.Popen) -> str:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err.decode()[-2000:]
+        return err.decode().strip().splitlines()[-1]
+
+    proc = started()
+    learners = _descendants(proc.pid, "ray::LearnerWorker")
+    assert len(learners) == 1, "the learner's Ray worker was not found"
+    os.kill(learners[0], signal.SIGKILL)
+    line = fault_line(proc)
+    assert line.startswith("robosteer-steer: robot fault: the learner process died"), line
+    assert "resume=true" in line and "re-sent" in line, line
+
+    proc = started("resume=true")  # past the learner's kill: a checkpoint of the resumed run
+    twins = _twin_pids(proc.pid)
+    assert twins, "the sim twin process was not found"
+    os.kill(twins[0], signal.SIGKILL)
+    line = fault_line(proc)
+    assert line.startswith("robosteer-steer: robot fault:") and "resume=true" in line, line
+    assert _gone(_descendants(proc.pid, "ray::"), 30), "the learner outlived its run"
+
+    proc = started("resume=true")
+    children = _twin_pids(proc.pid) + _descendants(proc.pid, "ray::LearnerWorker")
+    assert len(children) == 2
+    proc.kill()  # the actor itself: the twin and the learner go with it
+    proc.communicate(timeout=30)
+    assert _gone(children, 30), "the twin or the learner outlived the actor"
+
+    learned = _learned_episodes(run)
+    p = subprocess.run(
+        [*cmd, f"env_steps={sum(n for _, n in learned) + 100}", "resume=true"],
+        cwd=work,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    m = json.loads((run / "metrics.json").read_text())
+    learned = _learned_episodes(run)
+    assert [i for i, _ in learned] == list(range(len(learned)))  # each index once: none lost, none twice
+    assert m["robot_episodes"] == len(learned) and m["env_steps"] == sum(n for _, n in learned)
+    assert m["learner"]["mode"] == "ray" and m["updates"] > 0
+    assert m["learner"]["staleness_updates"]["max"] >= 0
+    assert m["base_hash"] == before == state_dict_hash(load_policy(base, which="ema"))
