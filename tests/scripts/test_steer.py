@@ -634,7 +634,9 @@ def _descendants(root: int, name: str) -> list[int]:
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             parent[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline[int(stat.parent.name)] = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cmdline[int(stat.parent.name)] = (
+                (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            )
         except (OSError, IndexError):
             continue
     found = []
@@ -689,9 +691,7 @@ def test_learner_on_ray_survives_kill_of_the_learner_the_twin_and_the_actor(setu
         saved_at = latest.stat().st_mtime_ns if latest.exists() else None
         proc = subprocess.Popen([*cmd, "env_steps=100000", *extra], cwd=work, env=ENV, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and (
-            not latest.exists() or latest.stat().st_mtime_ns == saved_at
-        ):
+        while time.monotonic() < deadline and (not latest.exists() or latest.stat().st_mtime_ns == saved_at):
             time.sleep(0.2)
         assert proc.poll() is None, proc.communicate()[1][-2000:]
         return proc
