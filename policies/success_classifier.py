@@ -64,19 +64,19 @@ class ClassifierConfig:
 
 
 def frame_labels(
-    dones: np.ndarray | None, success: bool, final_frames: int, before_success: int
+    n: int, dones: np.ndarray | None, success: bool, final_frames: int, before_success: int
 ) -> np.ndarray:
-    """(T,) labels of an episode's frames: 1 success, 0 not yet, -1 left out (too close to call).
+    """(n,) labels of an episode's ``n`` frames: 1 success, 0 not yet, -1 left out (too close to call).
 
     ``dones[t]`` is the success the step after frame t reports, so frame t + 1 is the first success frame
-    when ``dones[t]`` is the first set flag; a success whose last step reports nothing (an operator's
-    verdict, a robot without a flag) is taken to be the episode's last ``final_frames`` frames.
+    when ``dones[t]`` is the first set flag; a success whose steps report nothing (an operator's verdict, a
+    robot without a flag, a recording without ``dones``) is taken to be the episode's last ``final_frames``
+    frames.
     """
-    n = len(dones) if dones is not None else 0
-    labels = np.zeros(n, dtype=np.int64)  # (T,)
+    labels = np.zeros(n, dtype=np.int64)  # (n,)
     if not success:
         return labels
-    flags = np.flatnonzero(np.asarray(dones).astype(bool))
+    flags = np.flatnonzero(np.asarray(dones).astype(bool)) if dones is not None else np.zeros(0, np.int64)
     first = int(flags[0]) + 1 if len(flags) and flags[0] + 1 < n else max(n - final_frames, 0)
     labels[:] = -1
     labels[first:] = 1
@@ -186,8 +186,9 @@ def labelled_episodes(
                     "episodes that say whether they succeeded (robosteer-collect keep=all records it)"
                 )
             success = bool(ep["attrs"]["success"])
-            labels = frame_labels(ep["dones"], success, cfg.final_frames, cfg.before_success)
-            out.append((ep["name"], np.asarray(ep["obs"][key]), labels, success))
+            frames = np.asarray(ep["obs"][key])  # (T, H, W, 3)
+            labels = frame_labels(len(frames), ep["dones"], success, cfg.final_frames, cfg.before_success)
+            out.append((ep["name"], frames, labels, success))
     return key, out
 
 

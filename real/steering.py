@@ -91,35 +91,32 @@ class Operator:
     def __call__(self, episode: int, summary: dict[str, Any], arrays: dict[str, Any]) -> int | None:
         """The step that ended in success (the last, on a yes), or None."""
         what = f"episode {episode} ended ({summary.get('status')}, {summary.get('steps')} steps)"
-        while True:
-            try:
-                answer = str(self.ask(f"{what}: success? [y/n] ")).strip().lower()
-            except EOFError as e:
-                raise RobotSteeringError(
-                    "reward=operator needs a person at the terminal, and its input is closed"
-                ) from e
-            if answer in ("y", "yes", "n", "no"):
-                return len(arrays["actions"]) - 1 if answer.startswith("y") else None
-            self.tell(f"answer y or n (got {answer!r})")
+        yes = self._choose(f"{what}: success? [y/n] ", YES_NO, "answer y or n", "reward=operator")
+        return len(arrays["actions"]) - 1 if yes else None
 
     def confirm_reset(self, episode: int) -> bool:
         """``resets=operator``: before episode k, the person resets the scene (a real arm resets none itself)
         and presses Enter; ``stop`` ends the run cleanly instead (learner saved, metrics written)."""
+        prompt = f"episode {episode}: reset the scene, then press Enter (or type stop) "
+        retry = "press Enter once the scene is reset, or type stop"
+        return self._choose(prompt, GO_STOP, retry, "resets=operator")
+
+    def _choose(self, prompt: str, choices: dict[str, bool], retry: str, who: str) -> bool:
+        """Ask until the answer is one of ``choices`` and return its meaning; a closed terminal stops the run."""
         while True:
             try:
-                answer = str(
-                    self.ask(f"episode {episode}: reset the scene, then press Enter (or type stop) ")
-                )
+                answer = str(self.ask(prompt)).strip().lower()
             except EOFError as e:
                 raise RobotSteeringError(
-                    "resets=operator needs a person at the terminal, and its input is closed"
+                    f"{who} needs a person at the terminal, and its input is closed"
                 ) from e
-            answer = answer.strip().lower()
-            if answer in ("", "y", "yes"):
-                return True
-            if answer in ("stop", "q", "quit"):
-                return False
-            self.tell(f"press Enter once the scene is reset, or type stop (got {answer!r})")
+            if answer in choices:
+                return choices[answer]
+            self.tell(f"{retry} (got {answer!r})")
+
+
+YES_NO = {"y": True, "yes": True, "n": False, "no": False}  # reward=operator: did the episode succeed?
+GO_STOP = {"": True, "y": True, "yes": True, "stop": False, "q": False, "quit": False}  # resets=operator
 
 
 class ClassifierJudge:
@@ -415,7 +412,10 @@ def run_robot(
                     o.evaluate()
                 if learning.remote is None or run.due(o.step, cfg.checkpoint_every, before):
                     learning.save()  # local: after every episode, a fault loses at most the episode it hits
-            learning.pull()
+            try:
+                learning.pull()  # the final evaluation and save see every update the learner made
+            except LearnerError as e:
+                raise stopped(e, None, {}) from e
             metrics = o.finish()
     finally:
         learning.close()

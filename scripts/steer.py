@@ -585,6 +585,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
 
 def _main(cfg: DictConfig) -> None:
+    from robosteer.real.learner import LearnerError
     from robosteer.real.steering import RobotSteeringError
 
     run_dir = start_run(cfg)
@@ -593,6 +594,9 @@ def _main(cfg: DictConfig) -> None:
             metrics = steer(cfg, run_dir)
         except RobotSteeringError as e:  # the arm is stopped, the episodes and the learner kept
             print(f"robosteer-steer: robot fault: {e}", file=sys.stderr)
+            raise SystemExit(1) from None
+        except LearnerError as e:  # the learner's process could not start (learner=ray)
+            print(f"robosteer-steer: learner: {e}", file=sys.stderr)
             raise SystemExit(1) from None
     write_metrics(run_dir, metrics)
     if not metrics.get("check_only"):

@@ -71,8 +71,8 @@ FAULTS += [
     {
         "name": "robot steering: the operator is not asked again after an answer that is not y or n",
         "file": STEERING,
-        "old": '            if answer in ("y", "yes", "n", "no"):\n',
-        "new": "            if True:\n",
+        "old": "            if answer in choices:\n                return choices[answer]\n",
+        "new": "            return choices.get(answer, False)\n",
         "tests": [T_PARTS],
     },
     {
@@ -98,8 +98,8 @@ FAULTS += [
     {
         "name": "robot steering: typing stop at a reset does not stop the run",
         "file": STEERING,
-        "old": '            if answer in ("stop", "q", "quit"):\n                return False\n',
-        "new": '            if answer in ("stop", "q", "quit"):\n                return True\n',
+        "old": '"stop": False, "q": False, "quit": False}  # resets=operator',
+        "new": '"stop": True, "q": True, "quit": True}  # resets=operator',
         "tests": [T_PARTS],
     },
     {

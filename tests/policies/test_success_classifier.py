@@ -25,22 +25,23 @@ def test_frames_from_the_first_success_on_are_positive_and_k_steps_before_it_neg
     dones = np.zeros(12)
     dones[5] = dones[8] = 1  # step 5 reached success: frame 6 is the first success frame
     np.testing.assert_array_equal(
-        frame_labels(dones, True, final_frames=3, before_success=3), [0, 0, 0, 0, -1, -1, 1, 1, 1, 1, 1, 1]
+        frame_labels(12, dones, True, final_frames=3, before_success=3),
+        [0, 0, 0, 0, -1, -1, 1, 1, 1, 1, 1, 1],
     )
 
 
 def test_a_success_its_steps_do_not_place_has_its_last_frames_positive():
     # no flag (an operator's verdict), or only the last step's (an episode ended on success): the last 3
-    for dones in (np.zeros(8), np.eye(8)[7]):
+    for dones in (np.zeros(8), np.eye(8)[7], None):  # None: a recording without dones
         np.testing.assert_array_equal(
-            frame_labels(dones, True, final_frames=3, before_success=3), [0, 0, 0, -1, -1, 1, 1, 1]
+            frame_labels(8, dones, True, final_frames=3, before_success=3), [0, 0, 0, -1, -1, 1, 1, 1]
         )
 
 
 def test_every_frame_of_a_failed_episode_is_negative():
     dones = np.zeros(6)
     dones[2] = 1  # a failed episode's flags are not read
-    np.testing.assert_array_equal(frame_labels(dones, False, 3, 3), np.zeros(6))
+    np.testing.assert_array_equal(frame_labels(6, dones, False, 3, 3), np.zeros(6))
 
 
 def test_the_threshold_makes_the_fewest_class_weighted_mistakes():

@@ -619,6 +619,11 @@ def test_reward_classifier_reports_its_errors_first_and_pays_its_first_success_f
         (["robot=sim_twin", "variant=sac"], "algo=dsrl variant=na"),
         (["robot=sim_twin", "reward=classifier"], "reward=classifier needs a success classifier"),
         (["robot=sim_twin", "reward=smile"], "reward='smile' is not valid on a robot"),
+        (
+            ["robot=sim_twin", "learner=ray", "learner.weights_every=0"],
+            "learner.weights_every=0 is not valid",
+        ),
+        (["learner=ray"], "learner=ray splits a run on a robot (robot=...) into actor and learner"),
     ],
 )
 def test_steering_on_a_robot_refuses_what_it_cannot_do_in_one_line(setup, extra, message):
