@@ -31,6 +31,7 @@ import os
 import queue
 import random
 import secrets
+import signal
 import threading
 import time
 from typing import Any
@@ -298,6 +299,9 @@ def _twin_main(cfg: dict[str, Any], port_q: Any) -> None:
 
     torch.set_num_threads(1)
     parent_pid = int(cfg.get("parent_pid") or os.getppid())
+    # Ctrl-C at a terminal reaches the whole process group: the robot must not vanish under the run that
+    # drives it, which stops it itself (disconnect) or dies with it (the watch below)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     async def main() -> None:
         from websockets.asyncio.server import serve
