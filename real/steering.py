@@ -331,7 +331,8 @@ def run_robot(
             for arrays, held, attrs in resend:  # recorded after the checkpoint: nothing recorded is lost
                 judged_ok = attrs.get("judged_success")
                 success = bool(attrs.get("success")) if judged_ok is None else bool(judged_ok)
-                agree = None if judged_ok is None else bool(judged_ok) == bool(attrs.get("success"))
+                robot_ok = attrs.get("robot_success_any", attrs.get("success"))
+                agree = None if judged_ok is None else bool(judged_ok) == bool(robot_ok)
                 try:
                     learned(arrays, held, success, agree)
                 except LearnerError as e:
@@ -378,8 +379,11 @@ def run_robot(
                     success = ep["judged_success"] = at is not None
                     if at is not None:
                         ep["judged_step"] = at
+                    # the robot's own verdict, kept beside the judge's: did it report success at any step
+                    # (its flag at the time limit says only where things ended up)
+                    ep["robot_success_any"] = bool(np.asarray(arrays["dones"]).any())
                     arrays, learned_arrays, learned_held = judged_episode(arrays, at, held_steps)
-                    agree = success == bool(ep["success"])
+                    agree = success == ep["robot_success_any"]
                 attrs = {
                     **episode_attrs(ep),
                     "episode_index": int(

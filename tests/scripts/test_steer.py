@@ -591,17 +591,20 @@ def test_reward_classifier_reports_its_errors_first_and_pays_its_first_success_f
     assert float(report.group(1)) == pytest.approx(threshold, abs=5e-4)
     m = json.loads((run / "metrics.json").read_text())
     assert (m["reward"], m["run_reward"]) == ("classifier", "sparse") and m["robot_episodes"] >= 3
+    agree = 0
     with h5py.File(run / "episodes" / "session_000.hdf5") as f:
         assert json.loads(f["data"].attrs["env_args"])["env_kwargs"]["end_on_success"] is False
         for name in f["data"]:
             ep = f["data"][name]
             assert int(ep.attrs["steps"]) == 40  # the twin's time limit: its success did not end it
+            agree += bool(ep.attrs["judged_success"]) == bool(ep.attrs["robot_success_any"])
             assert ep["obs/image/corner2"].shape == (len(ep["actions"]), 32, 32, 3)
             dones = np.asarray(ep["dones"]).astype(bool)
             if ep.attrs["judged_success"]:
                 assert np.flatnonzero(dones).tolist() == [int(ep.attrs["judged_step"])]
             else:
                 assert not dones.any() and "judged_step" not in ep.attrs
+    assert m["robot_judged_agree"] == agree  # the judge against the twin's success at any step
     p = _run("robosteer.scripts.steer", *cmd, "env_steps=200", "resume=true", cwd=work)
     assert p.returncode == 0, p.stderr[-3000:]
     log = p.stdout + p.stderr
