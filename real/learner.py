@@ -293,6 +293,8 @@ class RayLearner:
         self.split, self._ray = split, ray
         self.started_ray = not ray.is_initialized()
         if self.started_ray:
+            if split.address:
+                _reachable(split.address)
             try:
                 ray.init(
                     address=split.address,
@@ -302,7 +304,12 @@ class RayLearner:
                     configure_logging=True,
                 )
             except (ConnectionError, RuntimeError, ValueError) as e:
-                raise LearnerError(f"learner.address={split.address!r}: no Ray cluster there ({e})") from None
+                where = (
+                    f"learner.address={split.address!r}: no Ray cluster there"
+                    if split.address
+                    else ("Ray could not start on this machine")
+                )
+                raise LearnerError(f"{where} ({e})") from None
         remote = ray.remote(num_cpus=1, num_gpus=split.num_gpus, max_restarts=0)(LearnerWorker)
         self.worker = remote.remote(learner, **worker)
         self.version = -1  # the acting weights' version (the learner's update count when published)
@@ -374,6 +381,22 @@ class RayLearner:
             ray.kill(self.worker, no_restart=True)
         if self.started_ray:
             ray.shutdown()
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Refuse an unreachable ``learner.address`` in seconds (Ray itself retries for minutes)."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise LearnerError(f"learner.address={address!r} is not valid: expected HOST:PORT of a Ray head node")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise LearnerError(
+            f"learner.address={address!r}: no Ray head answers there ({e}); start one with "
+            f"`ray start --head --port={port}` on that machine"
+        ) from None
 
 
 def held_attr(held: list[bool] | None, steps: int) -> np.ndarray:

@@ -243,3 +243,17 @@ def test_a_missing_recorded_episode_is_refused_in_one_line(tmp_path):
 def test_bad_learner_settings_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         LearnerConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "address, message",
+    [
+        ("127.0.0.1:1", "learner.address='127.0.0.1:1': no Ray head answers there"),
+        ("headnode", "learner.address='headnode' is not valid: expected HOST:PORT"),
+    ],
+)
+def test_a_learner_address_nobody_answers_is_refused_in_seconds(address, message):
+    from robosteer.real.learner import RayLearner
+
+    with pytest.raises(LearnerError, match=message):
+        RayLearner(LearnerConfig(mode="ray", address=address), _Counting())
