@@ -698,15 +698,8 @@ def test_learner_on_ray_survives_kill_of_the_learner_the_twin_and_the_actor(setu
     proc.communicate(timeout=30)
     assert _gone(children, 30), "the twin or the learner outlived the actor"
 
-    learned = _learned_episodes(run)
-    p = subprocess.run(
-        [*cmd, f"env_steps={sum(n for _, n in learned) + 100}", "resume=true"],
-        cwd=work,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    budget = sum(n for _, n in _learned_episodes(run)) + 100
+    p = _run("robosteer.scripts.steer", *cmd[3:], f"env_steps={budget}", "resume=true", cwd=work)
     assert p.returncode == 0, p.stderr[-3000:]
     m = json.loads((run / "metrics.json").read_text())
     learned = _learned_episodes(run)
