@@ -4,7 +4,7 @@ re-sends to it (``real/steering.py``); ``python tests/faults/run.py -k learner``
 LEARNER = "real/learner.py"
 STEERING = "real/steering.py"
 T_WORKER = "tests/real/test_learner.py"
-T_RAY = "tests/scripts/test_steer.py::test_learner_on_ray_survives_kill_of_the_learner_the_twin_and_the_actor"
+T_RAY = "tests/scripts/test_steer.py::test_learner_on_ray_survives_kill_of_the_learner_and_of_the_actor"
 
 FAULTS = [
     {
