@@ -20,8 +20,10 @@ Why this shape (SERL's actor loop, with the learner in the same process for now)
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -300,7 +302,7 @@ def run_robot(
     counters.setdefault("held_steps", 0)  # checkpointed with the other counters: a resumed run keeps it
     if judge is not None:
         counters.setdefault("judged_agree", 0)
-    learning = _Learning(o, acting, exec_steps, learn_slice, split, offline)
+    learning = _Learning(o, acting, shapes, exec_steps, learn_slice, split, offline)
     figures: dict[str, list[float]] = {"staleness": [], "tick_late_ms_p99": [], "waited_s": []}
     run.start(o.step)
     try:
@@ -316,6 +318,15 @@ def run_robot(
                 return RobotSteeringError(
                     f"{e}; episodes so far are in {path}, {saved} (resume=true continues)"
                 )
+
+            @contextlib.contextmanager
+            def learner_faults() -> Iterator[None]:
+                """The learner's process failing between episodes stops the run as a robot fault would (nothing
+                in flight: a recorded episode it had not learned is re-sent by resume=true)."""
+                try:
+                    yield
+                except LearnerError as e:
+                    raise stopped(e, None, {}) from e
 
             def learned(
                 arrays: dict[str, Any], held: list[bool] | None, success: bool, agree: bool | None
@@ -333,10 +344,8 @@ def run_robot(
                 success = bool(attrs.get("success")) if judged_ok is None else bool(judged_ok)
                 robot_ok = attrs.get("robot_success_any", attrs.get("success"))
                 agree = None if judged_ok is None else bool(judged_ok) == bool(robot_ok)
-                try:
+                with learner_faults():
                     learned(arrays, held, success, agree)
-                except LearnerError as e:
-                    raise stopped(e, None, {}) from e
             if resend:
                 log.info("re-sent %d recorded episodes the checkpoint had not learned", len(resend))
                 learning.save()
@@ -344,10 +353,8 @@ def run_robot(
                 o.evaluate()
             while o.step < cfg.env_steps and not run.should_stop():
                 before = o.step
-                try:
+                with learner_faults():
                     version = learning.before_episode()
-                except LearnerError as e:
-                    raise stopped(e, None, {}) from e
                 seed = episode_seed + int(counters["episodes"])
                 if confirm_reset is not None:
                     try:
@@ -372,9 +379,7 @@ def run_robot(
                 if judge is not None:  # asked after the arm stopped; the verdict is recorded with the episode
                     try:
                         at = judge(int(counters["episodes"]), ep, arrays)
-                    except (
-                        RobotSteeringError
-                    ) as e:  # no verdict: the episode is kept unjudged, out of the replay
+                    except RobotSteeringError as e:  # no verdict: kept unjudged, out of the replay
                         raise stopped(e, arrays, ep) from e
                     success = ep["judged_success"] = at is not None
                     if at is not None:
@@ -384,18 +389,14 @@ def run_robot(
                     ep["robot_success_any"] = bool(np.asarray(arrays["dones"]).any())
                     arrays, learned_arrays, learned_held = judged_episode(arrays, at, held_steps)
                     agree = success == ep["robot_success_any"]
-                attrs = {
+                attrs = {  # the learner's index: a resume re-sends what its checkpoint lacks
                     **episode_attrs(ep),
-                    "episode_index": int(
-                        counters["episodes"]
-                    ),  # the learner's: a resume re-sends what it lacks
+                    "episode_index": int(counters["episodes"]),
                     "held_steps": held_attr(held_steps, len(arrays["actions"])),
                 }
                 writer.add_episode(**arrays, attrs=attrs)
-                try:
+                with learner_faults():
                     learned(learned_arrays, learned_held, success, agree)
-                except LearnerError as e:  # recorded with its index: resume=true re-sends it
-                    raise stopped(e, None, {}) from e
                 run.progress(o.step - before, **o.log())
                 run.scalar("robot/held_ticks", float(ep.get("held_ticks", 0)), o.step)
                 for key in ("infer_ms_mean", "tick_late_ms_p99"):
@@ -407,19 +408,17 @@ def run_robot(
                     figures["staleness"].append(float(counters["updates"] - version))
                     run.scalar("learner/staleness_updates", figures["staleness"][-1], o.step)
                     run.scalar("learner/updates_per_s", float(learning.remote.last["updates_per_s"]), o.step)
-                    try:
+                    with learner_faults():
                         figures["waited_s"].append(learning.wait_backlog())
-                    except LearnerError as e:
-                        raise stopped(e, None, {}) from e
                 if eval_fn is not None and run.due(o.step, cfg.eval_every, before):
-                    learning.sync_weights()
+                    with learner_faults():
+                        learning.sync_weights()
                     o.evaluate()
                 if learning.remote is None or run.due(o.step, cfg.checkpoint_every, before):
-                    learning.save()  # local: after every episode, a fault loses at most the episode it hits
-            try:
+                    with learner_faults():  # local: after every episode, a fault loses at most its episode
+                        learning.save()
+            with learner_faults():
                 learning.pull()  # the final evaluation and save see every update the learner made
-            except LearnerError as e:
-                raise stopped(e, None, {}) from e
             metrics = o.finish()
     finally:
         learning.close()
@@ -440,7 +439,14 @@ class _Learning:
     process on Ray (:class:`~robosteer.real.learner.RayLearner`), whose state this run's checkpoints pull."""
 
     def __init__(
-        self, o: OnlineRun, acting: LearnerActing, exec_steps: int, learn_slice: int, split: Any, offline: Any
+        self,
+        o: OnlineRun,
+        acting: LearnerActing,
+        shapes: dict[str, tuple[int, ...]],
+        exec_steps: int,
+        learn_slice: int,
+        split: Any,
+        offline: Any,
     ) -> None:
         from robosteer.real.learner import RayLearner
 
@@ -461,7 +467,7 @@ class _Learning:
             self.remote = RayLearner(
                 split,
                 learner,
-                shapes=_window_shapes(acting, learner.obs_keys),
+                shapes=shapes,
                 cfg=o.cfg,
                 offline=offline,
                 state=state,
