@@ -1,7 +1,7 @@
 """Policies from pixels (``obs=pixels``: proprio + one camera, no privileged state) beside the same policies
 from state, on the same demos and wall budget; the encoders' training throughput; env steps/s with images.
 
-Four parts, each appending rows (``part``: encoders | env | train | steer) to ``--rows``:
+Five parts, each appending rows (``part``: encoders | env | train | deploy | steer) to ``--rows``:
 
 - ``encoders``: samples/s of one Diffusion Policy training step (forward, backward, AdamW) on a batch of
   84 px images at To=2, per encoder (ours ``small`` at two widths, diffusion_policy's ResNet-18), in this
@@ -12,11 +12,16 @@ Four parts, each appending rows (``part``: encoders | env | train | steer) to ``
   ``obs=pixels`` (the file holds state too, so both columns train on the same episodes), capped at
   ``--minutes`` of training, then 100 unseen evaluation episodes. Data vs update time come from the run.
 
+- ``deploy``: ``robosteer-deploy robot=sim_twin policy=<--base>`` at Meta-World's 80 Hz (the twin in its own
+  process renders the policy's cameras at every control tick and streams them as uint8), per ``--modes``, beside
+  ``robosteer-eval`` of the same checkpoint on the same episode seeds: success, held ticks, inference and tick
+  lateness.
+
 - ``steer``: ``robosteer-steer base=<--base>`` (DSRL-NA from pixels through the base's own embedding, the
   CLI's defaults, ``--env-steps`` within ``--steer-minutes``), then 100 unseen episodes (seed 200000) of its
   final actor with ``robosteer-eval``: success before (the base's stock sampler) and after, env steps, wall time.
 
-Run: ``python benchmarks/pixels.py encoders env`` (minutes), ``python benchmarks/pixels.py train --tasks push-v3
+Run: ``python benchmarks/pixels.py encoders env`` (minutes), ``python benchmarks/pixels.py deploy --base <run>``, ``python benchmarks/pixels.py train --tasks push-v3
 --policies diffusion --obs pixels state --seeds 0 1`` (45 min of CPU per cell).
 """
 
@@ -218,14 +223,53 @@ def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
     return rows
 
 
+def deploy_rows(args: argparse.Namespace, out: Path) -> list[dict]:
+    """The pixel policy ``args.base`` on the sim twin at 80 Hz, per mode, beside robosteer-eval of it."""
+    if not args.base:
+        raise SystemExit("deploy: pass --base <run directory of a policy trained with obs=pixels>")
+    ev = out / "deploy_eval"
+    if not (ev / "metrics.json").exists():
+        evaluate = ["robosteer.scripts.evaluate", f"checkpoint={args.base}", f"episodes={args.episodes}"]
+        evaluate += ["obs=pixels", "seed=100000", "video=false", "progress=false", f"out={ev}"]
+        run_module(evaluate, ev.with_suffix(".log"), ROOT)
+    reference = json.loads((ev / "metrics.json").read_text())
+    rows = []
+    for mode in args.modes:
+        run = out / f"deploy_{mode}"
+        if not (run / "metrics.json").exists():
+            deploy = ["robosteer.scripts.deploy", "robot=sim_twin", f"policy={args.base}", "obs=pixels"]
+            deploy += [f"episodes={args.episodes}", f"mode={mode}", "robot.driver.rate_hz=80", "seed=100000"]
+            deploy += ["progress=false", f"out={run}"]
+            run_module(deploy, run.with_suffix(".log"), ROOT)
+        m = json.loads((run / "metrics.json").read_text())
+        eps = m["per_episode"]
+        row = {"task": m["task"], "base": str(args.base), "mode": mode, "rate_hz": 80.0}
+        row |= {"cameras": m["driver"]["cameras"], "image_size": m["driver"]["image_size"]}
+        row |= {k: m[k] for k in ("episodes", "success_rate", "mean_steps", "infer_ms_mean", "held_ticks")}
+        row |= {
+            "ticks": int(sum(e["ticks"] for e in eps)),
+            "tick_late_ms_p99_max": float(max(e["tick_late_ms_p99"] for e in eps)),
+            "eval_success_rate": reference["success_rate"],
+            "eval_episodes": reference["episodes"],
+        }
+        rows.append(row)
+        print(
+            f"| {m['task']} | {mode} | {m['success_rate']:.2f} | {reference['success_rate']:.2f} | "
+            f"{m['held_ticks']} / {row['ticks']} | {m['infer_ms_mean']:.1f} |",
+            flush=True,
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("parts", nargs="+", choices=["encoders", "env", "train", "steer"])
+    parser.add_argument("parts", nargs="+", choices=["encoders", "env", "train", "steer", "deploy"])
     parser.add_argument("--base", default=None, help="steer: the pixel policy's run directory")
     parser.add_argument("--env-steps", type=int, default=30000, help="steer: env steps per run")
     parser.add_argument("--steer-minutes", type=float, default=40.0, help="steer: wall budget per run")
+    parser.add_argument("--modes", nargs="+", default=["sync", "async"], help="deploy: runtime modes")
     parser.add_argument("--seconds", type=float, default=10.0, help="encoders / env: measuring time per cell")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
@@ -256,6 +300,11 @@ def main(argv: list[str] | None = None) -> int:
         elif part == "env":
             print("| obs | image px | chunk | render | env steps/s |\n|---|---:|---:|---|---:|")
             rows = env_rows(args.tasks[0], args.seconds)
+        elif part == "deploy":
+            print(
+                "| task | mode | twin, 80 Hz | robosteer-eval | held ticks | infer ms |\n|---|---|---:|---:|---:|---:|"
+            )
+            rows = deploy_rows(args, out)
         elif part == "steer":
             print(
                 "| task | seed | base | steered, 100 ep. | env steps | wall min |\n|---|---:|---:|---:|---:|---:|"
