@@ -366,8 +366,19 @@ class GenerativePolicy(nn.Module, ABC):
         return self.normalizer.normalize("action", p)
 
     def _prepare_batch(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Raw batch -> (cond (B, G), normalised action (B, Tp, Da)); gradients flow into the encoder."""
-        cond = self.encode_obs(batch["obs"], batch.get("task_id"))
+        """Raw batch -> (cond (B, G), normalised action (B, Tp, Da)); gradients flow into the encoder.
+
+        A batch may give the encoded window ``cond`` (B, G) instead of ``obs``: the denoiser then trains on a
+        frozen encoder's output (EXPO's base from pixels imitates from stored embeddings)."""
+        if "cond" in batch:
+            cond = torch.as_tensor(batch["cond"], device=self.device, dtype=torch.float32)
+            if cond.ndim != 2 or cond.shape[1] != self.obs_encoder.out_dim:
+                raise ValueError(
+                    f"batch['cond'] has shape {tuple(cond.shape)}, expected (B, {self.obs_encoder.out_dim}): "
+                    "this policy's encoded observation window"
+                )
+        else:
+            cond = self.encode_obs(batch["obs"], batch.get("task_id"))
         action = torch.as_tensor(batch["action"], device=self.device, dtype=torch.float32)
         if tuple(action.shape[1:]) != self.noise_shape:
             raise ValueError(

@@ -116,6 +116,7 @@ def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
 
 def build_expo(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., dict[str, Any]]]:
     """EXPO (or RLPD, best-of-N): demos feed the critic's offline half and the base's imitation windows."""
+    from robosteer.policies.steering.embedding import TrainableEmbedding
     from robosteer.policies.steering.expo import EXPO, EXPOConfig, bc_windows, run_expo
 
     cfg = s.cfg
@@ -124,11 +125,14 @@ def build_expo(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
         scales = OmegaConf.to_container(cfg.edit_scales)
         expo_values["edit_scale"] = float(scales.get(s.task, scales["default"]))
     offline = s.offline()
-    path = s.offline_path
-    bc = bc_windows(path, s.keys, s.to, s.base.config.horizon, s.ta) if path is not None else None
-    agent = EXPO(
-        s.base, s.obs_dim, EXPOConfig(**expo_values), obs_keys=s.keys, bc_offline=bc, device=s.device
-    )
+    path, embedding = s.offline_path, s.embedding
+    bc = None
+    if path is not None:  # pixels: the base imitates from its own embedding of the demo windows
+        keys = embedding.raw_keys if embedding is not None else s.keys
+        transform = embedding.transform if embedding is not None else None
+        bc = bc_windows(path, keys, s.to, s.base.config.horizon, s.ta, obs_transform=transform)
+    base = s.base if embedding is None else TrainableEmbedding(s.base)
+    agent = EXPO(base, s.obs_dim, EXPOConfig(**expo_values), obs_keys=s.keys, bc_offline=bc, device=s.device)
     return agent, offline, run_expo
 
 
@@ -467,11 +471,10 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     to, ta = base.config.n_obs_steps, base.config.n_action_steps
     embedding = None
     if reads_images(base.shape_meta):  # pixels: steer over the base's own observation embedding
-        if served or algo != "dsrl":
-            what = f"the policy served at {cfg.base}" if served else f"algo={algo}"
+        if served:
             raise UsageError(
                 f"base={cfg.base} reads camera images: steering from pixels goes through the base's own "
-                f"embedding, which {what} cannot use yet; use algo=dsrl with a run directory"
+                f"embedding, which the policy served at {cfg.base} cannot give; pass its run directory"
             )
         embedding = BaseEmbedding(base)
         keys, obs_dim = (EMBED_KEY,), embedding.dim

@@ -10,7 +10,8 @@ frozen and far too slow to train beside the critics). So:
   through the CNN once;
 - no privileged state is read anywhere: the embedding is made from the base's own inputs.
 
-:class:`BaseEmbedding` is the base seen this way (DSRL's noise decoder over embeddings);
+:class:`BaseEmbedding` is the base seen this way (DSRL's noise decoder over embeddings); :class:`TrainableEmbedding`
+the same base as a module whose denoiser keeps imitating from stored embeddings (EXPO's base);
 :class:`EmbeddedObsEnv` turns a batched env's observation windows into embeddings for the online loop;
 :func:`embed_windows` does the same for offline demonstration windows.
 """
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium import spaces
+from torch import nn
 
 EMBED_KEY = "base_embed"  # the one observation key a learner over embeddings reads: (B, 1, G)
 
@@ -70,6 +72,37 @@ class BaseEmbedding:
         """Raw action chunk (B, Tp, Da) decoded from ``obs[EMBED_KEY]`` (B, 1, G) and ``noise`` (B, Tp, Da)."""
         cond = torch.as_tensor(obs[EMBED_KEY], dtype=torch.float32, device=self.base.device)  # (B, 1, G)
         return self.base.sample_from_cond(cond[:, 0], noise)
+
+
+class TrainableEmbedding(nn.Module, BaseEmbedding):
+    """A pixel base whose denoiser keeps training on its own frozen embedding: EXPO's base from pixels.
+
+    EXPO's base imitates demonstration and online windows beside its critics. From pixels those windows are
+    kept as the base's embeddings, as DSRL's replay keeps them, and only the denoiser trains: the encoder stays
+    frozen at the base's weights (it takes no gradient, and ``requires_grad_`` leaves it off), so every stored
+    embedding remains the one the current base would compute. ``loss`` takes ``{"obs": {EMBED_KEY: (B, 1, G)},
+    "action": (B, Tp, Da)}``; ``sample`` and ``embed`` are :class:`BaseEmbedding`'s.
+    """
+
+    def __init__(self, base: nn.Module) -> None:
+        nn.Module.__init__(self)
+        BaseEmbedding.__init__(self, base)  # self.base (a submodule here), noise_shape, dim, raw_keys
+        base.obs_encoder.requires_grad_(False)
+        self.config = base.config  # To, Ta, Tp: the chunk the base decodes
+        self.shape_meta = {
+            "obs": {EMBED_KEY: {"shape": [self.dim], "type": "low_dim"}},
+            "action": base.shape_meta["action"],
+        }
+
+    def requires_grad_(self, requires_grad: bool = True) -> TrainableEmbedding:
+        super().requires_grad_(requires_grad)
+        self.base.obs_encoder.requires_grad_(False)  # frozen: the stored embeddings stay valid
+        return self
+
+    def loss(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+        """The base's own denoising loss, conditioned on the stored embedding instead of its encoder's pass."""
+        cond = torch.as_tensor(batch["obs"][EMBED_KEY], dtype=torch.float32)  # (B, 1, G)
+        return self.base.loss({"cond": cond[:, 0], "action": batch["action"]})
 
 
 def embed_windows(

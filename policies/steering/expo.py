@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ from robosteer.policies.rl import (
     sample_mixed,
 )
 from robosteer.policies.rl.nets import optimizer_step
+from robosteer.policies.steering.embedding import EMBED_KEY, BaseEmbedding, TrainableEmbedding
 from robosteer.policies.steering.loop import Flags, Obs, OnlineLearner, Sampler, load_run, run_online
 
 POLICIES = ("otf", "sac")
@@ -154,8 +155,10 @@ class EXPO(OnlineLearner):
     """Base (trained by imitation only) + edit policy + critic ensemble, or the RLPD actor (``policy=sac``).
 
     ``base``: a generative policy with ``sample(obs, noise)``, ``noise_shape`` and ``loss(batch)`` (EXPO
-    trains a deep copy). ``obs_dim``: size of the flattened observation history. ``bc_offline``:
-    demonstration windows in the base's ``loss`` format, see :func:`bc_windows`.
+    trains a deep copy); from pixels, its :class:`TrainableEmbedding` (obs key ``EMBED_KEY``: the learner, the
+    replay and the imitation windows hold the base's embedding, and only the denoiser trains).
+    ``obs_dim``: size of the flattened observation history. ``bc_offline``: demonstration windows in the base's
+    ``loss`` format, see :func:`bc_windows`.
     """
 
     kind = "expo"
@@ -204,7 +207,10 @@ class EXPO(OnlineLearner):
             self.base_opt = torch.optim.AdamW(self.base.parameters(), lr=cfg.base_lr, weight_decay=1e-4)
         self.register_buffer("base_steps", torch.zeros((), dtype=torch.long))  # drives the cosine LR
         # BC windows: demonstrations (fixed) and online episodes (grown by ``observe``)
-        bc_spec = {f"obs/{k}": ((to, *base.shape_meta["obs"][k]["shape"]), torch.float32) for k in obs_keys}
+        window = {k: 1 if k == EMBED_KEY else to for k in obs_keys}  # an embedding is of the whole window
+        bc_spec = {
+            f"obs/{k}": ((window[k], *base.shape_meta["obs"][k]["shape"]), torch.float32) for k in obs_keys
+        }
         bc_spec["action"] = (self.noise_shape, torch.float32)
         # The training device: networks, both base copies (in place: optimizers keep their parameters), BC replays.
         self.device = torch.device(device)
@@ -217,6 +223,15 @@ class EXPO(OnlineLearner):
         self._episodes: dict[int, tuple[list[dict[str, torch.Tensor]], list[torch.Tensor]]] = {}
 
     # ------------------------------------------------------------------------------------------- OTF
+    @property
+    def acting_base(self) -> nn.Module:
+        """The EMA base as the generative policy itself (behind its embedding from pixels): its raw inputs."""
+        return self.base_ema.base if isinstance(self.base_ema, BaseEmbedding) else self.base_ema
+
+    def embed(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Raw obs windows → what the learner reads: the same windows, or the base's frozen embedding."""
+        return self.base.embed(obs) if isinstance(self.base, BaseEmbedding) else obs
+
     @property
     def label(self) -> str:
         cfg = self.config
@@ -489,14 +504,26 @@ def episode_windows(
 
 
 def bc_windows(
-    path: str | os.PathLike, obs_keys: Sequence[str], n_obs_steps: int, horizon: int, n_action_steps: int
+    path: str | os.PathLike,
+    obs_keys: Sequence[str],
+    n_obs_steps: int,
+    horizon: int,
+    n_action_steps: int,
+    obs_transform: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Every training window of a demonstration file in the base's ``loss`` format, as flat tensors."""
+    """Every training window of a demonstration file in the base's ``loss`` format, as flat tensors.
+
+    ``obs_transform``: maps the raw windows {key: (N, To, ...)} to what the base's loss reads instead (from
+    pixels: ``BaseEmbedding.transform``, the windows' embeddings (N, 1, G)), as ``chunk_transitions``'s."""
     from robosteer.policies.data.sequence import SequenceDataset
 
     ds = SequenceDataset(path, obs_keys, n_obs_steps, horizon, n_action_steps, split="all")
     batch = ds.get_batch(np.arange(len(ds)))
-    return {**{f"obs/{k}": v for k, v in batch["obs"].items()}, "action": batch["action"]}
+    obs = batch["obs"]
+    if obs_transform is not None:
+        mapped = obs_transform({k: v.numpy() for k, v in obs.items()})
+        obs = {k: torch.as_tensor(v) for k, v in mapped.items()}
+    return {**{f"obs/{k}": v for k, v in obs.items()}, "action": batch["action"]}
 
 
 class OTFPlanner:
@@ -507,6 +534,7 @@ class OTFPlanner:
 
     def plan(self, obs: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
         agent = self.agent
+        obs = agent.embed(obs)  # pixels: raw windows -> {EMBED_KEY: (n, 1, G)}
         a = agent.policy_action(obs, agent.base_ema, deterministic=True)  # (n, d)
         plan = torch.zeros(a.shape[0], *agent.noise_shape, device=a.device)  # (n, Tp, Da); executed rows read
         plan[:, agent.exec_slice] = agent.to_chunk(a)
@@ -521,10 +549,11 @@ class OTFPlanner:
 
 
 class OTFPolicy(ChunkPolicy):
-    """The EMA base's To and shape, acting through :class:`OTFPlanner` under the shared action queue."""
+    """The EMA base's To and inputs (its raw ones from pixels), acting through :class:`OTFPlanner` under the
+    shared action queue."""
 
     def __init__(self, agent: EXPO) -> None:
-        super().__init__(OTFPlanner(agent), agent.base_ema, n_action_steps=agent.exec_steps)
+        super().__init__(OTFPlanner(agent), agent.acting_base, n_action_steps=agent.exec_steps)
         self.agent = agent
 
 
@@ -540,7 +569,9 @@ def load_expo_policy(path: str, which: str = "latest", device: str | torch.devic
     ck, base = load_run(path, which, "expo", ("obs_dim", "obs_keys", "expo"))
     cfg = ck.config
     acting = EXPOConfig(**{**cfg["expo"], "bc_buffer_size": 1})  # acting needs no imitation windows
-    agent = EXPO(base, int(cfg["obs_dim"]), acting, tuple(cfg["obs_keys"]), device=device)
+    keys = tuple(cfg["obs_keys"])
+    learner_base = TrainableEmbedding(base) if keys == (EMBED_KEY,) else base
+    agent = EXPO(learner_base, int(cfg["obs_dim"]), acting, keys, device=device)
     agent.load_state_dict(ck.modules["agent"])
     policy = OTFPolicy(agent.eval())
     policy.task = cfg.get("task") or getattr(base, "task", None)

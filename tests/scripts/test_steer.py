@@ -385,10 +385,33 @@ def test_dsrl_steers_a_pixel_base_through_its_embedding_then_eval_acts_from_pixe
     assert json.loads((work / "eval" / "metrics.json").read_text())["episodes"] == 2
 
 
-def test_expo_from_pixels_is_refused_in_one_line(pixel_base_run):
+def test_expo_steers_a_pixel_base_through_its_frozen_embedding_then_eval_acts_from_pixels(pixel_base_run):
+    """EXPO from pixels: critics, edit actor, replay and the base's imitation windows (demos and online) hold
+    the base's embedding; the base's denoiser keeps imitating while its encoder stays the frozen base's."""
+    from robosteer.policies.loading import load
+    from robosteer.policies.steering.embedding import EMBED_KEY
+
     work, base = pixel_base_run
-    p = _run("robosteer.scripts.steer", f"base={base}", "algo=expo", "out=expo", *TINY_STEER[:3], cwd=work)
-    assert p.returncode == 2 and "reads camera images" in p.stderr and "Traceback" not in p.stderr
+    frozen = load_policy(base, which="best")
+    before = state_dict_hash(frozen)
+    fast = [a for a in TINY_EXPO if not a.startswith(("run.eval_every", "max_episode_steps"))]
+    p = _run(
+        "robosteer.scripts.steer", f"base={base}", "out=expo", *fast, "run.eval_every=96", "max_episode_steps=24",
+        "eval_base=false", cwd=work,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    m = json.loads((work / "expo" / "metrics.json").read_text())
+    assert m["variant"] == "expo-chunk" and m["env_steps"] >= 96 and m["updates"] > 0
+    assert m["offline_transitions"] > 0 and m["base_hash"] == before  # the base's own demos, embedded
+    config = json.loads((work / "expo" / "checkpoints" / "latest" / "config.json").read_text())
+    assert config["obs_keys"] == [EMBED_KEY] and config["obs_dim"] == frozen.obs_encoder.out_dim
+    policy = load(work / "expo", which="latest")
+    trained = policy.agent.base.base  # the online copy: its denoiser moved, its encoder did not
+    assert state_dict_hash(trained.model) != state_dict_hash(frozen.model)
+    assert state_dict_hash(trained.obs_encoder) == state_dict_hash(frozen.obs_encoder)
+    p = _eval("expo", "eval", work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads((work / "eval" / "metrics.json").read_text())["episodes"] == 2
 
 
 TWIN = [

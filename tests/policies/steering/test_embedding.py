@@ -84,14 +84,11 @@ def test_a_state_base_has_no_images_and_a_missing_key_is_named() -> None:
         BaseEmbedding(pixel_base()).embed({"proprio": torch.zeros(1, 2, PROPRIO)})
 
 
-def test_offline_transform_sees_every_state_window_once_and_is_gathered_like_the_plain_windows(
-    tmp_path,
-) -> None:
-    """chunk_transitions(obs_transform=f) holds f of exactly the windows the plain call returns."""
+def _demos(path: object) -> None:
+    """Two proprio-only episodes (11 and 7 steps, the second unfinished)."""
     from robosteer.policies.data import DatasetWriter
 
     rng = np.random.default_rng(0)
-    path = tmp_path / "demos.hdf5"
     with DatasetWriter(path, {"env_name": "push-v3"}, valid_fraction=0.0) as w:
         for t_len, success in ((11, True), (7, False)):
             dones = np.zeros(t_len, dtype=np.uint8)
@@ -104,6 +101,14 @@ def test_offline_transform_sees_every_state_window_once_and_is_gathered_like_the
                 rewards=rng.uniform(0, 1, size=t_len).astype(np.float32),
                 dones=dones,
             )
+
+
+def test_offline_transform_sees_every_state_window_once_and_is_gathered_like_the_plain_windows(
+    tmp_path,
+) -> None:
+    """chunk_transitions(obs_transform=f) holds f of exactly the windows the plain call returns."""
+    path = tmp_path / "demos.hdf5"
+    _demos(path)
     calls: list[int] = []
 
     def f(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:  # a window → one number per row
@@ -181,3 +186,74 @@ def test_a_dsrl_actor_over_the_embedding_acts_from_raw_windows() -> None:
     torch.testing.assert_close(policy.sample(obs)[:, 1:5], want)
     assert agent.frozen_base is base and not any(p.requires_grad for p in base.parameters())
     assert not any(k.startswith("base") for k in agent.state_dict())  # the base stays out of the checkpoint
+
+
+def test_a_trainable_embedding_trains_the_denoiser_on_the_stored_embedding_and_never_the_encoder() -> None:
+    """EXPO's base from pixels: its loss from the stored embedding is the base's loss from the raw window (same
+    noise draws), its gradient reaches the denoiser only, and re-enabling gradients leaves the encoder frozen."""
+    from robosteer.policies.steering.embedding import TrainableEmbedding
+
+    base = pixel_base()
+    emb = TrainableEmbedding(base).requires_grad_(True)
+    obs = windows(6)
+    action = torch.randn(6, 8, ACTION, generator=torch.Generator().manual_seed(4))
+    stored = emb.embed(obs)  # {EMBED_KEY: (6, 1, G)}
+    torch.manual_seed(5)
+    loss, _ = emb.loss({"obs": stored, "action": action})
+    base.eval()  # the raw pass's encoder in eval mode, as when the embedding was stored (centre crop)
+    torch.manual_seed(5)
+    want, _ = base.loss({"obs": obs, "action": action})
+    torch.testing.assert_close(loss, want)
+    loss.backward()
+    assert all(p.grad is None and not p.requires_grad for p in base.obs_encoder.parameters())
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in base.model.parameters())
+    assert emb.shape_meta["obs"] == {EMBED_KEY: {"shape": [emb.dim], "type": "low_dim"}}
+    with pytest.raises(ValueError, match=r"batch\['cond'\] has shape \(6, 3\), expected \(B, 20\)"):
+        base.loss({"cond": torch.zeros(6, 3), "action": action})
+
+
+def test_expo_over_the_embedding_acts_from_raw_windows_and_keeps_one_embedding_per_window() -> None:
+    """EXPO's candidates decode from the embedding, its imitation windows hold (1, G) per state, and the eval
+    policy reads the base's raw inputs."""
+    from robosteer.policies.steering.embedding import TrainableEmbedding
+    from robosteer.policies.steering.expo import EXPO, EXPOConfig, OTFPolicy
+
+    base = pixel_base()
+    emb = TrainableEmbedding(base)
+    bc = {f"obs/{EMBED_KEY}": emb.embed(windows(4))[EMBED_KEY], "action": torch.zeros(4, 8, ACTION)}
+    cfg = EXPOConfig(hidden=[16], num_samples=3, num_edits=2, batch_size=4)
+    agent = EXPO(emb, emb.dim, cfg, obs_keys=(EMBED_KEY,), bc_offline=bc)
+    assert agent.bc_offline.spec[f"obs/{EMBED_KEY}"][0] == (1, emb.dim)
+    assert agent.update_base()["base_loss"] > 0 and int(agent.base_steps) == 1
+    obs = windows(2)
+    g = torch.Generator().manual_seed(6)
+    samples = agent.base_samples(agent.embed(obs), agent.base_ema, g)  # (2, 3, d)
+    noise = torch.randn(6, 8, ACTION, generator=torch.Generator().manual_seed(6))
+    raw = {k: v.repeat_interleave(3, dim=0) for k, v in obs.items()}
+    want = agent.base_ema.base.sample(raw, noise=noise)[:, agent.exec_slice].reshape(2, 3, -1)
+    torch.testing.assert_close(samples, want)  # the EMA base decoding from the raw windows themselves
+    policy = agent.eval_policy()
+    assert isinstance(policy, OTFPolicy) and policy.shape_meta == base.shape_meta
+    assert policy.sample(obs).shape == (2, 8, ACTION)
+
+
+def test_expo_imitation_windows_of_the_demos_are_the_transform_of_each_whole_window(tmp_path) -> None:
+    """bc_windows(obs_transform=f) (EXPO's demos from pixels: f embeds) is f of the plain windows, whole."""
+    from robosteer.policies.steering.expo import bc_windows
+
+    path = tmp_path / "demos.hdf5"
+    _demos(path)
+
+    def f(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:  # a window -> one (1, 1) row, order-sensitive
+        return {"score": (w["proprio"] * np.arange(1, 3)[None, :, None]).sum(axis=(1, 2))[:, None, None]}
+
+    plain = bc_windows(path, ["proprio"], 2, 8, 4)
+    mapped = bc_windows(path, ["proprio"], 2, 8, 4, obs_transform=f)
+    assert set(mapped) == {"obs/score", "action"} and mapped["obs/score"].shape == (
+        len(plain["action"]),
+        1,
+        1,
+    )
+    want = f({"proprio": plain["obs/proprio"].numpy()})["score"]
+    np.testing.assert_allclose(mapped["obs/score"].numpy(), want, rtol=1e-6)
+    torch.testing.assert_close(mapped["action"], plain["action"])
