@@ -111,16 +111,18 @@ def env_rows(task: str, seconds: float) -> list[dict]:
     from render_speed import image_env_steps_per_s
 
     rows = []
-    cells = [("state", 0, "every_step", 1), ("pixels", 84, "every_step", 1), ("pixels", 64, "every_step", 1)]
-    cells += [("pixels", 84, "every_step", 8), ("pixels", 84, "policy_steps", 8)]
-    for obs, size, render, chunk in cells:
+    one, two = ("corner",), ("corner", "gripperPOV")  # a second, wrist-like camera: what it costs
+    cells = [("state", 0, "every_step", 1, one), ("pixels", 84, "every_step", 1, one)]
+    cells += [("pixels", 84, "every_step", 1, two), ("pixels", 64, "every_step", 1, one)]
+    cells += [("pixels", 84, "every_step", 8, one), ("pixels", 84, "policy_steps", 8, one)]
+    for obs, size, render, chunk, cams in cells:
         if chunk == 1:
-            per_s = image_env_steps_per_s(task, size or 84, seconds, obs, ("corner",))
+            per_s = image_env_steps_per_s(task, size or 84, seconds, obs, cams)
         else:
             per_s = chunked_env_steps_per_s(task, size, seconds, render)
         row = {"task": task, "obs": obs, "image_size": size, "render": render, "chunk": chunk}
-        rows.append(row | {"env_steps_per_s": per_s})
-        print(f"| {obs} | {size or '-'} | {chunk} | {render} | {per_s:,.0f} |", flush=True)
+        rows.append(row | {"cameras": len(cams) if obs != "state" else 0, "env_steps_per_s": per_s})
+        print(f"| {obs} | {size or '-'} | {len(cams)} | {chunk} | {render} | {per_s:,.0f} |", flush=True)
     return rows
 
 
@@ -298,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
             print("| encoder | params | training samples/s |\n|---|---:|---:|")
             rows = encoder_rows(args.batch_size, args.seconds, args.threads)
         elif part == "env":
-            print("| obs | image px | chunk | render | env steps/s |\n|---|---:|---:|---|---:|")
+            print(
+                "| obs | image px | cameras | chunk | render | env steps/s |\n|---|---:|---:|---:|---|---:|"
+            )
             rows = env_rows(args.tasks[0], args.seconds)
         elif part == "deploy":
             print(

@@ -649,17 +649,25 @@ def pixels_env(rows: list[Row]) -> str:
     """Env steps/s of one env with state only and with proprio + one rendered camera, per render mode."""
     cells = last_per(
         [r for r in rows if r["part"] == "env"],
-        lambda r: (r["obs"], r["image_size"], r["chunk"], r["render"]),
+        lambda r: (
+            r["obs"],
+            r["image_size"],
+            r.get("cameras", int(r["obs"] != "state")),
+            r["chunk"],
+            r["render"],
+        ),
     )
     body = [
-        [obs, size or "–", chunk, render.replace("_", " "), f"{r['env_steps_per_s']:,.0f}"]
-        for (obs, size, chunk, render), r in cells.items()
+        [obs, size or "–", cams or "–", chunk, render.replace("_", " "), f"{r['env_steps_per_s']:,.0f}"]
+        for (obs, size, cams, chunk, render), r in cells.items()
     ]
     caption = prose(
-        f"{measured(list(cells.values()))} {next(iter(cells.values()))['task']}, one env, camera corner; chunk 8: "
-        "one env step executes 8 actions and returns To=2 windows, as in the steering loop."
+        f"{measured(list(cells.values()))} {next(iter(cells.values()))['task']}, one env, camera corner (2 cameras: "
+        "corner and gripperPOV); chunk 8: one env step executes 8 actions and returns To=2 windows, as in the "
+        "steering loop."
     )
-    return caption + "\n\n" + table(["obs", "image px", "chunk", "images rendered", "env steps/s"], body)
+    columns = ["obs", "image px", "cameras", "chunk", "images rendered", "env steps/s"]
+    return caption + "\n\n" + table(columns, body)
 
 
 def schedule(row: Row) -> int:
@@ -752,6 +760,36 @@ def pixels_steer(rows: list[Row]) -> str:
     return caption + "\n\n" + table(columns, body)
 
 
+def pixels_deploy(rows: list[Row]) -> str:
+    """A pixel policy on the sim twin at 80 Hz (rendering its camera every tick) beside robosteer-eval of it."""
+    cells = last_per([r for r in rows if r["part"] == "deploy"], lambda r: (r["task"], r["base"], r["mode"]))
+    body = [
+        [
+            r["task"],
+            r["mode"],
+            f"**{num(r['success_rate'])}**",
+            num(r["eval_success_rate"]),
+            f"{r['success_rate'] - r['eval_success_rate']:+.2f}",
+            f"{r['mean_steps']:.0f}",
+            f"{r['held_ticks']:,} / {r['ticks']:,}",
+            f"{r['infer_ms_mean']:.0f}",
+            f"{r['tick_late_ms_p99_max']:.1f}",
+        ]
+        for r in cells.values()
+    ]
+    first = next(iter(cells.values()))
+    cams = ", ".join(first["cameras"])
+    caption = prose(
+        f"{measured(list(cells.values()))} Policy: `{first['base']}`; the twin in its own process at "
+        f"{first['rate_hz']:g} Hz renders {cams} at {first['image_size']} px every control tick and streams it as "
+        f"uint8 with the proprio; {first['episodes']} episodes per cell on the seeds robosteer-eval uses "
+        f"({first['eval_episodes']} episodes, vectorised simulator, no wall clock)."
+    )
+    columns = ["task", "mode", "twin, 80 Hz", "robosteer-eval", "difference", "mean steps", "held ticks"]
+    columns += ["inference ms per chunk", "worst tick lateness p99, ms"]
+    return caption + "\n\n" + table(columns, body)
+
+
 def _run_reward(r: Row) -> str:
     """A simulator run's reward mode: its ``run.reward=`` override, else the default (shaped)."""
     given = [o.split("=", 1)[1] for o in r.get("overrides", []) if o.startswith("run.reward=")]
@@ -820,6 +858,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "pixels_env": pixels_env,
     "pixels_train": pixels_train,
     "pixels_steer": pixels_steer,
+    "pixels_deploy": pixels_deploy,
     "expo_vs_rlpd": expo_vs_rlpd,
     "data_scaling": data_scaling,
     "vgps_mt10": vgps_mt10,
