@@ -151,7 +151,7 @@ def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
                     train = ["robosteer.scripts.train", f"policy={policy}", f"obs={obs}", f"seed={seed}"]
                     train += [f"dataset={demos / 'demos.hdf5'}", f"steps={args.steps}"]
                     train += [f"max_minutes={args.minutes}", f"task={task}", f"eval_episodes={args.episodes}"]
-                    train += ["progress=false", f"out={run}"]
+                    train += [*args.overrides, "progress=false", f"out={run}"]
                     if args.stop_at_step:
                         train += [f"stop_at_step={args.stop_at_step}"]
                     if not (run / "metrics.json").exists():
@@ -168,6 +168,7 @@ def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
                         "minutes": args.minutes,
                         "schedule_steps": args.steps,
                         **({"note": args.note} if args.note else {}),
+                        **({"overrides": list(args.overrides)} if args.overrides else {}),
                         "data_s_per_step": data_s,
                         "update_s_per_step": update_s,
                         "num_params": m["num_params"],
@@ -289,6 +290,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also stop here (a budget in steps, not load-dependent)",
     )
     parser.add_argument("--note", default=None, help="a remark stored with each train row")
+    parser.add_argument(
+        "--overrides",
+        nargs="*",
+        default=[],
+        help="train: robosteer-train overrides, e.g. policy.n_obs_steps=1",
+    )
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench" / "pixels")
     parser.add_argument("--rows", default="docs/results/pixels.jsonl")

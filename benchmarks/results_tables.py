@@ -679,10 +679,18 @@ def pixels_train(rows: list[Row]) -> str:
     """Success of policies trained from pixels vs state on the same demos and wall budget."""
     cells = last_per(
         [r for r in rows if r["part"] == "train"],
-        lambda r: (r["task"], r["policy"], r["obs"], r.get("image_size", 84), r["seed"], schedule(r)),
+        lambda r: (
+            r["task"],
+            r["policy"],
+            r["obs"],
+            r.get("image_size", 84),
+            r["seed"],
+            schedule(r),
+            tuple(r.get("overrides", ())),
+        ),
     )
     body = []
-    for (task, policy, obs, size, seed, lr_steps), r in cells.items():
+    for (task, policy, obs, size, seed, lr_steps, overrides), r in cells.items():
         split = f"{1000 * r['data_s_per_step']:.1f} / {1000 * r['update_s_per_step']:.0f}"
         body.append(
             [
@@ -690,6 +698,7 @@ def pixels_train(rows: list[Row]) -> str:
                 policy,
                 obs,
                 size,
+                " ".join(f"`{o}`" for o in overrides) or "defaults",
                 seed,
                 f"{lr_steps:,}",
                 r["steps"],
@@ -700,10 +709,12 @@ def pixels_train(rows: list[Row]) -> str:
                 num(r["success_rate"]),
             ]
         )
-    last = next(iter(cells.values()))  # the first cell sets the caption's budget
+    last = next(iter(cells.values()))  # the first cell sets the caption's demos and episodes
+    minutes = [r["minutes"] for r in cells.values() if r["minutes"]]
+    budgets = f"{min(minutes):g}–{max(minutes):g}" if len(set(minutes)) > 1 else f"{minutes[0]:g}"
     caption = prose(
         f"{measured(list(cells.values()))} {last['demos']} demos per task (collected once with obs=pixels: the "
-        f"state column trains on the same episodes), at most {last['minutes']:g} minutes of training (a row with a `stop_at_step` trained exactly that many steps instead), "
+        f"state column trains on the same episodes), at most {budgets} minutes of training (a row with a `stop_at_step` trained exactly that many steps instead), "
         f"{last['episodes']} unseen evaluation episodes of the final EMA weights."
     )
     columns = [
@@ -711,6 +722,7 @@ def pixels_train(rows: list[Row]) -> str:
         "policy",
         "obs",
         "image px",
+        "overrides",
         "seed",
         "cosine LR over",
         "steps",
