@@ -1,11 +1,11 @@
 """Steering from pixels: the frozen base's own observation embedding is what the steering networks see.
 
 A base that reads camera images conditions its denoiser on one vector per observation window: its encoder's
-output ``cond`` (B, G), G = 136 for one 84 px camera, proprio and To = 2. The steering learners (DSRL's actor
+output ``cond`` (B, G), G = To × 68 for one 84 px camera and proprio. The steering learners (DSRL's actor
 and critics) take that vector as their observation, as steering a large generalist must (its encoder is
 frozen and far too slow to train beside the critics). So:
 
-- the replay stores embeddings, not images (136 floats per state instead of 2 × 84 × 84 × 3 bytes);
+- the replay stores embeddings, not images (To × 68 floats per state instead of To × 84 × 84 × 3 bytes);
 - the base decodes chunks from the stored embedding (``sample_from_cond``), so each state's images go
   through the CNN once;
 - no privileged state is read anywhere: the embedding is made from the base's own inputs.

@@ -17,6 +17,9 @@ def test_obs_pixels_sets_the_keys_cameras_and_the_loop_for_training() -> None:
     pixels = _compose("train", ["dataset=d.hdf5", "obs=pixels"])
     assert list(pixels.obs_keys) == ["proprio", "image/corner"]
     assert pixels.batch_size == 64 and pixels.threads == 2 and pixels.policy.rgb_crop == 0.9
+    assert pixels.policy.n_obs_steps == 1 and pixels.steps == 40000  # the budget's frames: one per window
+    stacked = _compose("train", ["dataset=d.hdf5", "obs=pixels", "policy.n_obs_steps=2"])
+    assert stacked.policy.n_obs_steps == 2 and state.policy.n_obs_steps == 2  # To=2 one override away
     two = _compose("train", ["dataset=d.hdf5", "obs=pixels", "cameras=[corner,gripperPOV]", "batch_size=32"])
     assert list(two.obs_keys) == ["proprio", "image/corner", "image/gripperPOV"] and two.batch_size == 32
 

@@ -379,7 +379,8 @@ def test_dsrl_steers_a_pixel_base_through_its_embedding_then_eval_acts_from_pixe
     config = json.loads((work / "dsrl" / "checkpoints" / "latest" / "config.json").read_text())
     meta = load_policy(base, which="best").shape_meta
     assert config["obs_keys"] == [EMBED_KEY] and "state" not in meta["obs"]
-    assert config["obs_dim"] == 2 * (64 + 4)  # To · (CNN features + proprio): the base's own condition
+    to = load_policy(base, which="best").config.n_obs_steps
+    assert config["obs_dim"] == to * (64 + 4)  # To · (CNN features + proprio): the base's own condition
     p = _eval("dsrl", "eval", work)
     assert p.returncode == 0, p.stderr[-3000:]
     assert json.loads((work / "eval" / "metrics.json").read_text())["episodes"] == 2
