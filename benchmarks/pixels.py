@@ -157,6 +157,7 @@ def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
                     if not (run / "metrics.json").exists():
                         run_module(train, run.with_suffix(".log"), ROOT)
                     m = json.loads((run / "metrics.json").read_text())
+                    trained = json.loads((run / "checkpoints" / "latest" / "config.json").read_text())
                     data_s, update_s = tb_split(run)
                     row = {"task": task, "policy": policy, "obs": obs, "seed": seed, "demos": args.demos}
                     row |= {
@@ -172,6 +173,7 @@ def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
                         "data_s_per_step": data_s,
                         "update_s_per_step": update_s,
                         "num_params": m["num_params"],
+                        "n_obs_steps": trained["policy"]["config"]["n_obs_steps"],
                     }
                     rows.append(row)
                     print(

@@ -675,6 +675,12 @@ def schedule(row: Row) -> int:
     return int(row.get("schedule_steps", 15000))
 
 
+def obs_window(row: Row) -> int:
+    """A pixels train row's To: recorded, else its override, else 2 (the default before the key)."""
+    given = [o.split("=", 1)[1] for o in row.get("overrides", []) if o.startswith("policy.n_obs_steps=")]
+    return int(row.get("n_obs_steps", given[-1] if given else 2))
+
+
 def pixels_train(rows: list[Row]) -> str:
     """Success of policies trained from pixels vs state on the same demos and wall budget."""
     cells = last_per(
@@ -686,11 +692,12 @@ def pixels_train(rows: list[Row]) -> str:
             r.get("image_size", 84),
             r["seed"],
             schedule(r),
+            obs_window(r),
             tuple(r.get("overrides", ())),
         ),
     )
     body = []
-    for (task, policy, obs, size, seed, lr_steps, overrides), r in cells.items():
+    for (task, policy, obs, size, seed, lr_steps, to, overrides), r in cells.items():
         split = f"{1000 * r['data_s_per_step']:.1f} / {1000 * r['update_s_per_step']:.0f}"
         body.append(
             [
@@ -698,7 +705,8 @@ def pixels_train(rows: list[Row]) -> str:
                 policy,
                 obs,
                 size,
-                " ".join(f"`{o}`" for o in overrides) or "defaults",
+                to,
+                " ".join(f"`{o}`" for o in overrides) or "–",
                 seed,
                 f"{lr_steps:,}",
                 r["steps"],
@@ -722,6 +730,7 @@ def pixels_train(rows: list[Row]) -> str:
         "policy",
         "obs",
         "image px",
+        "To",
         "overrides",
         "seed",
         "cosine LR over",
