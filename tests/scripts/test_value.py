@@ -187,10 +187,10 @@ def test_vgps_from_pixels_critic_reads_the_base_embedding_and_steers_its_policy(
     critic = load_critic(critic_run)
     assert isinstance(critic, EmbeddedCritic) and critic.critic.obs_keys == [EMBED_KEY]
     policy = load_policy(base, which="ema")
-    g = torch.Generator().manual_seed(0)
+    g, to = torch.Generator().manual_seed(0), policy.config.n_obs_steps
     obs = {
-        "proprio": torch.randn(3, 2, 4, generator=g),
-        "image/corner": torch.randint(0, 256, (3, 2, 32, 32, 3), generator=g, dtype=torch.uint8),
+        "proprio": torch.randn(3, to, 4, generator=g),
+        "image/corner": torch.randint(0, 256, (3, to, 32, 32, 3), generator=g, dtype=torch.uint8),
     }
     action = torch.rand(3, 1, 4, generator=g) * 2 - 1
     want = critic.critic.score(BaseEmbedding(policy).embed(obs), action)  # the base's embedding, by hand
