@@ -170,6 +170,7 @@ def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
                         "schedule_steps": args.steps,
                         **({"note": args.note} if args.note else {}),
                         **({"overrides": list(args.overrides)} if args.overrides else {}),
+                        **({"stop_at_step": args.stop_at_step} if args.stop_at_step else {}),
                         "data_s_per_step": data_s,
                         "update_s_per_step": update_s,
                         "num_params": m["num_params"],
