@@ -31,6 +31,7 @@ def pixel_base_run(tmp_path_factory) -> tuple[Path, Path]:
         "policy.horizon=8",
     ]
     tiny += ["policy.n_action_steps=4", "policy.num_inference_steps=2", "policy.rgb_channels=[8]"]
+    tiny += ["policy.n_obs_steps=2"]  # a stacked window (obs=pixels defaults to 1): per-step faults show
     data = f"dataset={work / 'demos' / 'demos.hdf5'}"
     run(
         "robosteer.scripts.train",
