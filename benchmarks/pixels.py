@@ -143,7 +143,7 @@ def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
         demos = out / f"{task}_demos"
         if not (demos / "metrics.json").exists():
             collect = ["robosteer.scripts.collect", f"task={task}", f"episodes={args.demos}", "obs=pixels"]
-            run_module([*collect, "progress=false", f"out={demos}"], out / f"{task}_collect.log", ROOT)
+            run_module([*collect, *args.collect_overrides, "progress=false", f"out={demos}"], out / f"{task}_collect.log", ROOT)
         for policy in args.policies:
             for obs in args.obs:
                 for seed in args.seeds:
@@ -170,6 +170,7 @@ def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
                         "schedule_steps": args.steps,
                         **({"note": args.note} if args.note else {}),
                         **({"overrides": list(args.overrides)} if args.overrides else {}),
+                        **({"collect_overrides": list(args.collect_overrides)} if args.collect_overrides else {}),
                         **({"stop_at_step": args.stop_at_step} if args.stop_at_step else {}),
                         "data_s_per_step": data_s,
                         "update_s_per_step": update_s,
@@ -298,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
         nargs="*",
         default=[],
         help="train: robosteer-train overrides, e.g. policy.n_obs_steps=1",
+    )
+    parser.add_argument(
+        "--collect-overrides",
+        nargs="*",
+        default=[],
+        help="train: robosteer-collect overrides for the demos, e.g. action_noise_std=0.3 (a weak, steerable base)",
     )
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench" / "pixels")
