@@ -143,7 +143,11 @@ def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
         demos = out / f"{task}_demos"
         if not (demos / "metrics.json").exists():
             collect = ["robosteer.scripts.collect", f"task={task}", f"episodes={args.demos}", "obs=pixels"]
-            run_module([*collect, *args.collect_overrides, "progress=false", f"out={demos}"], out / f"{task}_collect.log", ROOT)
+            run_module(
+                [*collect, *args.collect_overrides, "progress=false", f"out={demos}"],
+                out / f"{task}_collect.log",
+                ROOT,
+            )
         for policy in args.policies:
             for obs in args.obs:
                 for seed in args.seeds:
@@ -170,7 +174,11 @@ def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
                         "schedule_steps": args.steps,
                         **({"note": args.note} if args.note else {}),
                         **({"overrides": list(args.overrides)} if args.overrides else {}),
-                        **({"collect_overrides": list(args.collect_overrides)} if args.collect_overrides else {}),
+                        **(
+                            {"collect_overrides": list(args.collect_overrides)}
+                            if args.collect_overrides
+                            else {}
+                        ),
                         **({"stop_at_step": args.stop_at_step} if args.stop_at_step else {}),
                         "data_s_per_step": data_s,
                         "update_s_per_step": update_s,
