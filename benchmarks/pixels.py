@@ -36,6 +36,7 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
+import yaml
 from results_tables import append_row
 
 from robosteer.scripts.common import run_module
@@ -194,6 +195,15 @@ def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
     return rows
 
 
+def demos_action_noise(base: Path) -> float | None:
+    """The action noise (σ) of the demos a base trained on, from its dataset's collect config (None: unknown)."""
+    trained = json.loads((base / "checkpoints" / "latest" / "config.json").read_text())
+    collect_cfg = Path(trained["dataset"][0]).parent / "config.yaml"
+    if not collect_cfg.exists():
+        return None
+    return float(yaml.safe_load(collect_cfg.read_text()).get("action_noise_std", 0.0))
+
+
 def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
     """DSRL-NA from pixels on ``args.base`` per seed: the steering run, then 100 unseen episodes of its actor."""
     if not args.base:
@@ -219,6 +229,7 @@ def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
             run_module(evaluate, ev.with_suffix(".log"), ROOT)
         final = json.loads((ev / "metrics.json").read_text())["success_rate"]
         row = {"task": m["task"], "algo": "dsrl-na", "obs": "pixels", "seed": seed, "base": str(args.base)}
+        row["base_demos_action_noise"] = demos_action_noise(Path(args.base))
         row |= {k: m[k] for k in ("base_success_rate", "initial_success_rate", "success_rate", "env_steps")}
         row |= {
             "best_success_rate": m["best_success_rate"],

@@ -744,6 +744,12 @@ def pixels_train(rows: list[Row]) -> str:
     return caption + "\n\n" + table(columns, body)
 
 
+def demos_noise(row: Row) -> str:
+    """A steer row's base demos: their recorded action noise; the first row's base was trained on clean demos."""
+    sigma = row.get("base_demos_action_noise", 0.0)
+    return "clean" if not sigma else f"σ {sigma:g} action noise"
+
+
 def pixels_steer(rows: list[Row]) -> str:
     """DSRL-NA from pixels: the base's success before and the steered actor's after, per seed."""
     cells = last_per([r for r in rows if r["part"] == "steer"], lambda r: (r["task"], r["base"], r["seed"]))
@@ -751,6 +757,7 @@ def pixels_steer(rows: list[Row]) -> str:
         [
             r["task"],
             r["seed"],
+            demos_noise(r),
             num(r["base_success_rate"]),
             f"{r['steerability_ratio']:.2f}" if r.get("steerability_ratio") is not None else "–",
             num(r["initial_success_rate"]),
@@ -763,13 +770,14 @@ def pixels_steer(rows: list[Row]) -> str:
     ]
     first = next(iter(cells.values()))
     caption = prose(
-        f"{measured(list(cells.values()))} Base: `{first['base']}`; the base and periodic figures on "
+        f"{measured(list(cells.values()))} The base and periodic figures on "
         f"{first['steer_eval_episodes']} episodes (seed 100000), the final actor on {first['final_eval_episodes']} "
         "unseen episodes (seed 200000)."
     )
     columns = [
         "task",
         "seed",
+        "base's demos",
         "base, stock sampler",
         "steerability ratio",
         "latent 0 (step 0)",
