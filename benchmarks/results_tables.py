@@ -684,7 +684,7 @@ def obs_window(row: Row) -> int:
 def pixels_train(rows: list[Row]) -> str:
     """Success of policies trained from pixels vs state on the same demos and wall budget."""
     cells = last_per(
-        [r for r in rows if r["part"] == "train"],
+        [r for r in rows if r["part"] == "train" and not r.get("collect_overrides")],
         lambda r: (
             r["task"],
             r["policy"],
@@ -738,6 +738,45 @@ def pixels_train(rows: list[Row]) -> str:
         "batch",
         "samples/s",
         "data / update ms per step",
+        "wall min (train + eval)",
+        "success",
+    ]
+    return caption + "\n\n" + table(columns, body)
+
+
+def pixels_weak_bases(rows: list[Row]) -> str:
+    """Pixel bases trained on degraded demos (``--collect-overrides``): the starting points of DSRL from pixels."""
+    cells = last_per(
+        [r for r in rows if r["part"] == "train" and r.get("collect_overrides")],
+        lambda r: (r["task"], r["policy"], tuple(r["collect_overrides"]), r["steps"], r["seed"]),
+    )
+    body = [
+        [
+            task,
+            policy,
+            " ".join(f"`{o}`" for o in demos),
+            obs_window(r),
+            seed,
+            f"{steps:,}",
+            f"{r['samples_per_s']:.0f}",
+            f"{r['wall_time_s'] / 60:.0f}",
+            num(r["success_rate"]),
+        ]
+        for (task, policy, demos, steps, seed), r in cells.items()
+    ]
+    first = next(iter(cells.values()))
+    caption = prose(
+        f"{measured(list(cells.values()))} {first['demos']} demos collected with obs=pixels and the overrides shown, "
+        f"trained with obs=pixels (cosine LR over the steps shown), {first['episodes']} unseen evaluation episodes."
+    )
+    columns = [
+        "task",
+        "policy",
+        "demos",
+        "To",
+        "seed",
+        "steps",
+        "samples/s",
         "wall min (train + eval)",
         "success",
     ]
@@ -886,6 +925,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "pixels_encoders": pixels_encoders,
     "pixels_env": pixels_env,
     "pixels_train": pixels_train,
+    "pixels_weak_bases": pixels_weak_bases,
     "pixels_steer": pixels_steer,
     "pixels_deploy": pixels_deploy,
     "expo_vs_rlpd": expo_vs_rlpd,
