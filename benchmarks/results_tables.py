@@ -796,6 +796,7 @@ def pixels_steer(rows: list[Row]) -> str:
         [
             r["task"],
             r["seed"],
+            f"`{Path(r['base']).parent.name}`",
             demos_noise(r),
             num(r["base_success_rate"]),
             f"{r['steerability_ratio']:.2f}" if r.get("steerability_ratio") is not None else "–",
@@ -816,6 +817,7 @@ def pixels_steer(rows: list[Row]) -> str:
     columns = [
         "task",
         "seed",
+        "base (runs/pixels/…)",
         "base's demos",
         "base, stock sampler",
         "steerability ratio",
