@@ -791,14 +791,18 @@ def demos_noise(row: Row) -> str:
 
 def pixels_steer(rows: list[Row]) -> str:
     """DSRL-NA from pixels: the base's success before and the steered actor's after, per seed."""
-    cells = last_per([r for r in rows if r["part"] == "steer"], lambda r: (r["task"], r["base"], r["seed"]))
+    cells = last_per(
+        [r for r in rows if r["part"] == "steer"],
+        lambda r: (r["task"], r["base"], tuple(r.get("overrides", ())), r["seed"]),
+    )
     body = [
         [
             r["task"],
             r["seed"],
             f"`{Path(r['base']).parent.name}`",
             demos_noise(r),
-            num(r["base_success_rate"]),
+            " ".join(f"`{o}`" for o in r.get("overrides", ())) or "defaults",
+            num(r["base_success_rate"]) if r["base_success_rate"] is not None else "–",
             f"{r['steerability_ratio']:.2f}" if r.get("steerability_ratio") is not None else "–",
             num(r["initial_success_rate"]),
             num(r["best_success_rate"]),
@@ -819,6 +823,7 @@ def pixels_steer(rows: list[Row]) -> str:
         "seed",
         "base (runs/pixels/…)",
         "base's demos",
+        "robosteer-steer",
         "base, stock sampler",
         "steerability ratio",
         "latent 0 (step 0)",
