@@ -39,6 +39,7 @@ import numpy as np
 import yaml
 from results_tables import append_row
 
+from robosteer.policies.checkpoint import find_checkpoint, read_checkpoint_config
 from robosteer.scripts.common import run_module
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,7 +163,7 @@ def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
                     if not (run / "metrics.json").exists():
                         run_module(train, run.with_suffix(".log"), ROOT)
                     m = json.loads((run / "metrics.json").read_text())
-                    trained = json.loads((run / "checkpoints" / "latest" / "config.json").read_text())
+                    trained = read_checkpoint_config(find_checkpoint(run, "latest")[0])
                     data_s, update_s = tb_split(run)
                     row = {"task": task, "policy": policy, "obs": obs, "seed": seed, "demos": args.demos}
                     row |= {
@@ -197,7 +198,7 @@ def train_rows(args: argparse.Namespace, out: Path) -> list[dict]:
 
 def demos_action_noise(base: Path) -> float | None:
     """The action noise (σ) of the demos a base trained on, from its dataset's collect config (None: unknown)."""
-    trained = json.loads((base / "checkpoints" / "latest" / "config.json").read_text())
+    trained = read_checkpoint_config(find_checkpoint(base, "latest")[0])
     collect_cfg = Path(trained["dataset"][0]).parent / "config.yaml"
     if not collect_cfg.exists():
         return None

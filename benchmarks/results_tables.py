@@ -15,7 +15,7 @@ import json
 import re
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -681,6 +681,11 @@ def obs_window(row: Row) -> int:
     return int(row.get("n_obs_steps", given[-1] if given else 2))
 
 
+def code_list(items: Iterable[str]) -> str:
+    """Command-line overrides as inline code, space-separated ("" for none)."""
+    return " ".join(f"`{o}`" for o in items)
+
+
 def pixels_train(rows: list[Row]) -> str:
     """Success of policies trained from pixels vs state on the same demos and wall budget."""
     cells = last_per(
@@ -706,7 +711,7 @@ def pixels_train(rows: list[Row]) -> str:
                 obs,
                 size,
                 to,
-                " ".join(f"`{o}`" for o in overrides) or "–",
+                code_list(overrides) or "–",
                 seed,
                 f"{lr_steps:,}",
                 r["steps"],
@@ -754,7 +759,7 @@ def pixels_weak_bases(rows: list[Row]) -> str:
         [
             task,
             policy,
-            " ".join(f"`{o}`" for o in demos),
+            code_list(demos),
             obs_window(r),
             seed,
             f"{steps:,}",
@@ -801,7 +806,7 @@ def pixels_steer(rows: list[Row]) -> str:
             r["seed"],
             f"`{Path(r['base']).parent.name}`",
             demos_noise(r),
-            " ".join(f"`{o}`" for o in r.get("overrides", ())) or "defaults",
+            code_list(r.get("overrides", ())) or "defaults",
             num(r["base_success_rate"]) if r["base_success_rate"] is not None else "–",
             f"{r['steerability_ratio']:.2f}" if r.get("steerability_ratio") is not None else "–",
             num(r["initial_success_rate"]),
