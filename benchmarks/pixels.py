@@ -18,8 +18,9 @@ Five parts, each appending rows (``part``: encoders | env | train | deploy | ste
   lateness.
 
 - ``steer``: ``robosteer-steer base=<--base>`` (DSRL-NA from pixels through the base's own embedding, the
-  CLI's defaults, ``--env-steps`` within ``--steer-minutes``), then 100 unseen episodes (seed 200000) of its
-  final actor with ``robosteer-eval``: success before (the base's stock sampler) and after, env steps, wall time.
+  CLI's defaults plus ``--steer-overrides``, ``--env-steps`` within ``--steer-minutes``), then 100 unseen
+  episodes (seed 200000) with ``robosteer-eval`` of its final actor (``which=latest``) and of the one its periodic
+  evaluations picked (``which=best``): success before (the base's stock sampler) and after, env steps, wall time.
 
 Run: ``python benchmarks/pixels.py encoders env`` (minutes), ``python benchmarks/pixels.py deploy --base <run>``, ``python benchmarks/pixels.py train --tasks push-v3
 --policies diffusion --obs pixels state --seeds 0 1`` (45 min of CPU per cell).
@@ -218,33 +219,42 @@ def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
             f"env_steps={args.env_steps}",
             f"seed={seed}",
         ]
-        steer += [f"run.max_minutes={args.steer_minutes}", "run.eval_every=10000", "run.eval_episodes=50"]
-        steer += ["run.checkpoint_every=5000", "run.progress=false", f"out={run}"]
+        steer += [f"run.max_minutes={args.steer_minutes}", f"run.eval_every={args.eval_every}"]
+        steer += ["run.eval_episodes=50", "run.checkpoint_every=5000", "run.progress=false"]
+        steer += [*args.steer_overrides, f"out={run}"]
         if not (run / "metrics.json").exists():
             run_module(steer, run.with_suffix(".log"), ROOT)
         m = json.loads((run / "metrics.json").read_text())
-        ev = out / f"dsrl_s{seed}_eval"
-        if not (ev / "metrics.json").exists():
-            evaluate = ["robosteer.scripts.evaluate", f"checkpoint={run}", f"episodes={args.episodes}"]
-            evaluate += ["seed=200000", "video=false", "progress=false", f"out={ev}"]
-            run_module(evaluate, ev.with_suffix(".log"), ROOT)
-        final = json.loads((ev / "metrics.json").read_text())["success_rate"]
+        unseen = {}  # the final actor (latest) and the periodic evals' pick (best), each on unseen episodes
+        for which in ("latest", "best"):
+            ev = out / f"dsrl_s{seed}_eval_{which}"
+            if not (ev / "metrics.json").exists():
+                evaluate = ["robosteer.scripts.evaluate", f"checkpoint={run}", f"which={which}"]
+                evaluate += [f"episodes={args.episodes}", "seed=200000", "video=false", "progress=false"]
+                run_module([*evaluate, f"out={ev}"], ev.with_suffix(".log"), ROOT)
+            unseen[which] = json.loads((ev / "metrics.json").read_text())["success_rate"]
+        final = unseen["latest"]
         row = {"task": m["task"], "algo": "dsrl-na", "obs": "pixels", "seed": seed, "base": str(args.base)}
         row["base_demos_action_noise"] = demos_action_noise(Path(args.base))
         row |= {k: m[k] for k in ("base_success_rate", "initial_success_rate", "success_rate", "env_steps")}
         row |= {
             "best_success_rate": m["best_success_rate"],
+            "best_env_steps": m["best_env_steps"],
             "final_eval_success_rate": final,
+            "best_eval_success_rate": unseen["best"],
             "final_eval_episodes": args.episodes,
             "steer_eval_episodes": 50,
             "steerability_ratio": (m.get("steerability") or {}).get("ratio"),
             "wall_time_s": m["wall_time_s"],
+            "env_steps_budget": args.env_steps,
+            **({"overrides": list(args.steer_overrides)} if args.steer_overrides else {}),
             **({"note": args.note} if args.note else {}),
         }
         rows.append(row)
+        base = m["base_success_rate"]
         print(
-            f"| {m['task']} | {seed} | {m['base_success_rate']:.2f} | {final:.2f} | {m['env_steps']} | "
-            f"{m['wall_time_s'] / 60:.1f} |",
+            f"| {m['task']} | {seed} | {'–' if base is None else f'{base:.2f}'} | {final:.2f} | "
+            f"{unseen['best']:.2f} | {m['env_steps']} | {m['wall_time_s'] / 60:.1f} |",
             flush=True,
         )
     return rows
@@ -296,6 +306,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", default=None, help="steer: the pixel policy's run directory")
     parser.add_argument("--env-steps", type=int, default=30000, help="steer: env steps per run")
     parser.add_argument("--steer-minutes", type=float, default=40.0, help="steer: wall budget per run")
+    parser.add_argument(
+        "--eval-every", type=int, default=10000, help="steer: env steps between periodic evals"
+    )
+    parser.add_argument(
+        "--steer-overrides",
+        nargs="*",
+        default=[],
+        help="steer: robosteer-steer overrides, e.g. dsrl.latent_bound=1.5 (recorded in the row)",
+    )
     parser.add_argument("--modes", nargs="+", default=["sync", "async"], help="deploy: runtime modes")
     parser.add_argument("--seconds", type=float, default=10.0, help="encoders / env: measuring time per cell")
     parser.add_argument("--batch-size", type=int, default=64)
@@ -348,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = deploy_rows(args, out)
         elif part == "steer":
             print(
-                "| task | seed | base | steered, 100 ep. | env steps | wall min |\n|---|---:|---:|---:|---:|---:|"
+                "| task | seed | base | final, 100 ep. | best, 100 ep. | env steps | wall min |\n|---|---:|---:|---:|---:|---:|---:|"
             )
             rows = steer_rows(args, out)
         else:

@@ -798,7 +798,13 @@ def pixels_steer(rows: list[Row]) -> str:
     """DSRL-NA from pixels: the base's success before and the steered actor's after, per seed."""
     cells = last_per(
         [r for r in rows if r["part"] == "steer"],
-        lambda r: (r["task"], r["base"], tuple(r.get("overrides", ())), r["seed"]),
+        lambda r: (
+            r["task"],
+            r["base"],
+            tuple(r.get("overrides", ())),
+            r.get("env_steps_budget", round(r["env_steps"], -3)),
+            r["seed"],
+        ),
     )
     body = [
         [
@@ -811,7 +817,8 @@ def pixels_steer(rows: list[Row]) -> str:
             f"{r['steerability_ratio']:.2f}" if r.get("steerability_ratio") is not None else "–",
             num(r["initial_success_rate"]),
             num(r["best_success_rate"]),
-            f"**{num(r['final_eval_success_rate'])}**",
+            "–" if r["final_eval_success_rate"] is None else f"**{num(r['final_eval_success_rate'])}**",
+            f"{num(r['best_eval_success_rate'])} ({r['best_env_steps'] / 1000:.0f}k)",
             f"{r['env_steps']:,}",
             f"{r['wall_time_s'] / 60:.0f}",
         ]
@@ -820,7 +827,8 @@ def pixels_steer(rows: list[Row]) -> str:
     first = next(iter(cells.values()))
     caption = prose(
         f"{measured(list(cells.values()))} The base and periodic figures on "
-        f"{first['steer_eval_episodes']} episodes (seed 100000), the final actor on {first['final_eval_episodes']} "
+        f"{first['steer_eval_episodes']} episodes (seed 100000); the final actor (`which=latest`) and the one the "
+        f"periodic evaluations picked (`which=best`, at the env steps given) on {first['final_eval_episodes']} "
         "unseen episodes (seed 200000)."
     )
     columns = [
@@ -834,6 +842,7 @@ def pixels_steer(rows: list[Row]) -> str:
         "latent 0 (step 0)",
         "best periodic eval",
         "final actor, unseen ep.",
+        "picked actor, unseen ep.",
         "env steps",
         "wall min",
     ]

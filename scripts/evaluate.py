@@ -174,7 +174,7 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
     torch.set_num_threads(int(cfg.threads))
     device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
-    steered = False
+    steered, which = False, None  # which: the checkpoint of a local run directory (best | latest | ...)
     closing = contextlib.ExitStack()  # a served policy's connection
     if cfg.policy.name == "expert":
         if not cfg.task:
@@ -198,9 +198,12 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                     f"robosteer-train or robosteer-steer (a critic goes to critic= with steer=vgps)"
                 )
             steered = kind in STEERING_KINDS  # a robosteer-steer run: its base + the steering actor
+            which = str(
+                cfg.which
+            )  # said in the metrics and the table: best (the default) is not the final one
             policy = load(
                 cfg.checkpoint,
-                which=str(cfg.which),
+                which=which,
                 deterministic=bool(cfg.deterministic),
                 device=str(device),
             )
@@ -239,6 +242,8 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         )
     metrics["task"] = task
     metrics["steered"] = steered
+    if which is not None:
+        metrics["which"] = which
     if cfg.get("steer"):
         metrics.update(steer_metrics(cfg, policy))
     if video_path is not None:
@@ -264,8 +269,9 @@ def _main(cfg: DictConfig) -> None:
     metrics["policy"] = cfg.policy.name
     write_metrics(run_dir, metrics)
     lo, hi = metrics["success_ci95"]
+    which = metrics.get("which")
     row = {
-        "policy": cfg.policy.name,
+        "policy": cfg.policy.name if which is None else f"{cfg.policy.name} ({which})",
         "task": metrics["task"],
         "episodes": metrics["episodes"],
         "success": metrics["success_rate"],

@@ -102,6 +102,8 @@ def test_a_served_policy_is_evaluated_as_the_local_run_is(tmp_path, protocol):
     m_served = json.loads((tmp_path / "s" / "metrics.json").read_text())
     m_local = json.loads((tmp_path / "l" / "metrics.json").read_text())
     assert m_served["steered"] is True and m_served["episodes"] == 2  # the server's metadata says so
+    assert m_local["which"] == "latest" and "which" not in m_served  # which checkpoint a local run acted with
+    assert "| checkpoint (latest) |" in local.stdout
     assert m_served["mean_return"] == pytest.approx(m_local["mean_return"], abs=1e-3)
 
 
