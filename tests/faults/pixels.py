@@ -111,4 +111,25 @@ FAULTS = [
         "new": "        mapped = obs_transform({k: v[:, :1].repeat_interleave(v.shape[1], 1).numpy() for k, v in obs.items()})\n",
         "tests": ["tests/policies/steering/test_embedding.py"],
     },
+    {
+        "name": "pixels benchmark: the steer part reports the periodic evaluations' pick as the final actor",
+        "file": "benchmarks/pixels.py",
+        "old": '        final = unseen["latest"]\n',
+        "new": '        final = unseen["best"]\n',
+        "tests": ["tests/benchmarks/test_pixels.py"],
+    },
+    {
+        "name": "pixels benchmark: the steer part evaluates robosteer-eval's default checkpoint, not the one it names",
+        "file": "benchmarks/pixels.py",
+        "old": '                evaluate = ["robosteer.scripts.evaluate", f"checkpoint={run}", f"which={which}"]\n',
+        "new": '                evaluate = ["robosteer.scripts.evaluate", f"checkpoint={run}"]\n',
+        "tests": ["tests/benchmarks/test_pixels.py"],
+    },
+    {
+        "name": "robosteer-eval: says best whatever checkpoint acted",
+        "file": "scripts/evaluate.py",
+        "old": '        metrics["which"] = which\n',
+        "new": '        metrics["which"] = "best"\n',
+        "tests": ["tests/scripts/test_evaluate.py"],
+    },
 ]
