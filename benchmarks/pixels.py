@@ -38,6 +38,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 import yaml
+from dsrl_steering import _evaluate as evaluate_once  # robosteer-eval of a checkpoint once, at seed 200000
 from results_tables import append_row
 
 from robosteer.policies.checkpoint import find_checkpoint, read_checkpoint_config
@@ -225,14 +226,10 @@ def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
         if not (run / "metrics.json").exists():
             run_module(steer, run.with_suffix(".log"), ROOT)
         m = json.loads((run / "metrics.json").read_text())
-        unseen = {}  # the final actor (latest) and the periodic evals' pick (best), each on unseen episodes
-        for which in ("latest", "best"):
-            ev = out / f"dsrl_s{seed}_eval_{which}"
-            if not (ev / "metrics.json").exists():
-                evaluate = ["robosteer.scripts.evaluate", f"checkpoint={run}", f"which={which}"]
-                evaluate += [f"episodes={args.episodes}", "seed=200000", "video=false", "progress=false"]
-                run_module([*evaluate, f"out={ev}"], ev.with_suffix(".log"), ROOT)
-            unseen[which] = json.loads((ev / "metrics.json").read_text())["success_rate"]
+        unseen = {  # the final actor (latest) and the periodic evals' pick (best), on the same unseen episodes
+            which: evaluate_once(run, m["task"], args.episodes, Path(f"{run}_eval_{which}"), which=which)
+            for which in ("latest", "best")
+        }
         final = unseen["latest"]
         row = {"task": m["task"], "algo": "dsrl-na", "obs": "pixels", "seed": seed, "base": str(args.base)}
         row["base_demos_action_noise"] = demos_action_noise(Path(args.base))

@@ -198,9 +198,8 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                     f"robosteer-train or robosteer-steer (a critic goes to critic= with steer=vgps)"
                 )
             steered = kind in STEERING_KINDS  # a robosteer-steer run: its base + the steering actor
-            which = str(
-                cfg.which
-            )  # said in the metrics and the table: best (the default) is not the final one
+            # said in the metrics and the table: best (the default) is not the final one
+            which = str(cfg.which)
             policy = load(
                 cfg.checkpoint,
                 which=which,

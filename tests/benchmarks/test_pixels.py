@@ -12,6 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
+import dsrl_steering
 import pixels
 
 UNSEEN = {"latest": 0.55, "best": 0.61}  # what robosteer-eval scores for each checkpoint
@@ -40,7 +41,8 @@ def test_steer_rows_evaluate_the_final_and_the_picked_actor(
             metrics = {"success_rate": UNSEEN[which]}
         (out / "metrics.json").write_text(json.dumps(metrics))
 
-    monkeypatch.setattr(pixels, "run_module", fake_run)
+    monkeypatch.setattr(pixels, "run_module", fake_run)  # the steering run
+    monkeypatch.setattr(dsrl_steering, "_run", lambda args, log: fake_run(args, log, Path()))  # evaluations
     monkeypatch.setattr(pixels, "demos_action_noise", lambda base: 0.3)
     args = argparse.Namespace(
         base="runs/pixels/base",

@@ -119,10 +119,10 @@ FAULTS = [
         "tests": ["tests/benchmarks/test_pixels.py"],
     },
     {
-        "name": "pixels benchmark: the steer part evaluates robosteer-eval's default checkpoint, not the one it names",
+        "name": "pixels benchmark: the steer part evaluates the picked checkpoint under both names",
         "file": "benchmarks/pixels.py",
-        "old": '                evaluate = ["robosteer.scripts.evaluate", f"checkpoint={run}", f"which={which}"]\n',
-        "new": '                evaluate = ["robosteer.scripts.evaluate", f"checkpoint={run}"]\n',
+        "old": '_eval_{which}"), which=which)\n',
+        "new": '_eval_{which}"), which="best")\n',
         "tests": ["tests/benchmarks/test_pixels.py"],
     },
     {
