@@ -45,6 +45,13 @@ class Steering:
     device: Any
     offline_path: str | None  # the demonstrations ``offline=`` resolved to (:func:`offline_path`)
     embedding: Any = None  # a base that reads pixels: its BaseEmbedding, whose output the learner reads
+    critic: tuple[tuple[str, ...], int] | None = None  # critic_obs=state: the critics' (keys, obs_dim)
+
+    @property
+    def stored_keys(self) -> tuple[str, ...]:
+        """The raw obs keys a transition keeps: the base's (embedded when it reads pixels) and the critics'."""
+        own = self.embedding.raw_keys if self.embedding is not None else self.keys
+        return tuple(dict.fromkeys(own + (self.critic[0] if self.critic else ())))
 
     def offline(self) -> dict[str, Any] | None:
         """The demonstrations as chunk-MDP transitions of ``exec_steps`` (their action named ``taken``);
@@ -56,7 +63,7 @@ class Steering:
         run, embedding = self.cfg.run, self.embedding
         data = chunk_transitions(
             self.offline_path,
-            embedding.raw_keys if embedding is not None else self.keys,
+            self.stored_keys,
             self.to,
             self.exec_steps,
             reward=str(run.reward),
@@ -71,6 +78,10 @@ class Steering:
         from robosteer.scripts.evaluate import obs_mode
 
         mode, cams, size = obs_mode(self.base.shape_meta)
+        if self.critic is not None and not mode.startswith(
+            "state"
+        ):  # the asymmetric critic's privileged state
+            mode = f"state+{mode}"
         return {"obs": mode, "cameras": cams, "image_size": size}
 
     def make_env(self, num_envs: int, seed: int = 0, **kwargs: Any) -> Any:
@@ -93,6 +104,41 @@ class Steering:
         return env if self.embedding is None else EmbeddedObsEnv(env, self.embedding)
 
 
+CRITIC_OBS = ("policy", "state")
+
+
+def asymmetric_critic(
+    cfg: DictConfig, task: str, to: int, keys: tuple[str, ...]
+) -> tuple[tuple[str, ...], int] | None:
+    """``critic_obs=state`` (DSRL, simulation only): the critics' (keys, obs_dim) over the privileged state
+    window, an asymmetric actor-critic; None for ``critic_obs=policy`` (the critics read what the actor reads)."""
+    critic_obs = str(cfg.get("critic_obs", "policy"))
+    if critic_obs not in CRITIC_OBS:
+        raise UsageError(
+            f"critic_obs={critic_obs!r} is not known: expected one of {list(CRITIC_OBS)} (default policy)"
+        )
+    if critic_obs == "policy":
+        return None
+    if cfg.get("robot"):
+        raise UsageError(
+            f"critic_obs=state reads the simulator's privileged state, which robot={cfg.robot.name} does not "
+            "have: drop critic_obs (the critics then read what the policy reads)"
+        )
+    if "state" in keys:
+        raise UsageError(
+            "critic_obs=state: this base reads the state already, and so do its critics; drop critic_obs"
+        )
+    from robosteer import sim
+
+    with sim.make_env(task, num_envs=1, obs="state") as probe:
+        state_dim = int(probe.single_observation_space["state"].shape[-1])
+    log.info(
+        "critic_obs=state: the critics read the simulator's privileged state (asymmetric actor-critic, "
+        "simulation only); the actor, which acts, reads only the policy's inputs"
+    )
+    return ("state",), to * state_dim
+
+
 def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., dict[str, Any]]]:
     """DSRL-NA / DSRL-SAC over the base's latent noise (offline demos: NA's critic only)."""
     from robosteer.policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
@@ -110,6 +156,8 @@ def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
         DSRLConfig(**OmegaConf.to_container(cfg.dsrl, resolve=True)),
         obs_keys=s.keys,
         device=s.device,
+        critic_keys=s.critic[0] if s.critic else None,
+        critic_obs_dim=s.critic[1] if s.critic else None,
     )
     return agent, offline, run_dsrl
 
@@ -481,6 +529,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     else:
         keys = tuple(base.shape_meta["obs"])
         obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
+    critic = asymmetric_critic(cfg, task, to, keys)  # DSRL's option (configs/algo/dsrl.yaml)
     if cfg.get("robot"):  # before anything is built: what steering on a robot cannot do yet
         check_robot_steering(cfg, algo, served, embedding)
     elif cfg.learner.mode != "local":
@@ -491,11 +540,13 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     build, exec_steps_of = ALGOS[algo]
     exec_steps = exec_steps_of(cfg, ta)  # env steps per MDP action
     offline_file = offline_path(cfg, algo, ckpt_dir)
-    steering = Steering(cfg, base, task, keys, to, ta, exec_steps, obs_dim, device, offline_file, embedding)
+    steering = Steering(
+        cfg, base, task, keys, to, ta, exec_steps, obs_dim, device, offline_file, embedding, critic
+    )
     agent, offline, run_loop = build(steering)
     run_cfg = OnlineRunConfig(**{**OmegaConf.to_container(cfg.run, resolve=True), "device": str(device)})
 
-    inputs = steering.env_inputs()
+    inputs = dataclasses.replace(steering, critic=None).env_inputs()  # evaluation: the policy's inputs only
 
     def eval_fn(policy: Any, episodes: int | None = None) -> dict[str, Any]:
         with (

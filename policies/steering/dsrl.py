@@ -115,8 +115,11 @@ class DSRLConfig:
 class DSRL(OnlineLearner):
     """Latent-noise actor and critics over a frozen base policy.
 
-    ``obs_dim``: size of the flattened observation features the actor and critics see (the concatenated
-    low-dim observation history). ``exec_slice``: which rows of the decoded (Tp, Da) chunk are executed.
+    ``obs_dim``: size of the flattened observation features the actor sees (the concatenated low-dim
+    observation history of ``obs_keys``). ``exec_slice``: which rows of the decoded (Tp, Da) chunk are executed.
+    ``critic_keys`` / ``critic_obs_dim``: what the critics (Q^A, Q^W) read instead, when that differs: an
+    asymmetric actor-critic, whose critics read the simulator's privileged ``state`` while the actor, the only
+    network that acts, reads the policy's inputs. The replay keeps both (``stored_keys``).
     """
 
     def __init__(
@@ -127,12 +130,21 @@ class DSRL(OnlineLearner):
         config: DSRLConfig | None = None,
         obs_keys: tuple[str, ...] = ("state",),
         device: str | torch.device = "cpu",
+        critic_keys: tuple[str, ...] | None = None,
+        critic_obs_dim: int | None = None,
     ) -> None:
         super().__init__()
         self.config = cfg = config or DSRLConfig()
         object.__setattr__(self, "base", base)  # not a sub-module: stays out of state_dict and optimizers
-        self.obs_keys = tuple(obs_keys)
+        if (critic_keys is None) != (critic_obs_dim is None):
+            raise ValueError(
+                "DSRL: critic_keys and critic_obs_dim go together (an asymmetric critic's inputs)"
+            )
+        self.actor_keys = tuple(obs_keys)
+        self.critic_keys = tuple(critic_keys) if critic_keys is not None else self.actor_keys
+        self.obs_keys = tuple(dict.fromkeys(self.actor_keys + self.critic_keys))  # what the replay stores
         self.obs_dim = int(obs_dim)
+        self.critic_obs_dim = int(critic_obs_dim) if critic_obs_dim is not None else self.obs_dim
         self.exec_slice = exec_slice
         self.noise_shape = tuple(base.noise_shape)  # (Tp, Da): what the base's sampler takes
         self.latent_shape = (1, self.noise_shape[1]) if cfg.latent == "shared" else self.noise_shape
@@ -152,9 +164,10 @@ class DSRL(OnlineLearner):
         # the Polyak-averaged actor that acts where the run is judged (``actor_tau``); never optimised
         self.actor_avg = copy.deepcopy(self.actor).requires_grad_(False) if cfg.actor_tau > 0 else None
         self.temperature = Temperature(cfg.init_temperature, cfg.target_entropy)
-        self.critic = CriticEnsemble(obs_dim, self.taken_dim, **kw)  # NA: Q^A(s, a_executed); SAC: Q(s, w)
+        c_dim = self.critic_obs_dim
+        self.critic = CriticEnsemble(c_dim, self.taken_dim, **kw)  # NA: Q^A(s, a_executed); SAC: Q(s, w)
         if cfg.variant == "na":
-            self.noise_critic = CriticEnsemble(obs_dim, self.latent_dim, **kw)  # Q^W(s, w), no target
+            self.noise_critic = CriticEnsemble(c_dim, self.latent_dim, **kw)  # Q^W(s, w), no target
             self.noise_critic_opt = torch.optim.Adam(self.noise_critic.parameters(), lr=cfg.critic_lr)
         self.critic_target = self.critic.make_target()
         use_bank = cfg.variant == "na" and cfg.noise_bank > 0
@@ -176,7 +189,7 @@ class DSRL(OnlineLearner):
     def _bank_spec(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         k = self.config.noise_critic_samples
         return {
-            "features": ((self.obs_dim,), torch.float32),
+            "features": ((self.critic_obs_dim,), torch.float32),  # the critics' features
             "latent": ((k, self.latent_dim), torch.float32),
             "executed": ((k, self.exec_dim), torch.float32),
         }
@@ -191,6 +204,18 @@ class DSRL(OnlineLearner):
     def acting_actor(self) -> TanhGaussianActor:
         """The actor that evaluation and deployment act with: the averaged one when kept, else the trained."""
         return self.actor_avg if self.actor_avg is not None else self.actor
+
+    def features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The actor's input (B, obs_dim): its keys' flattened windows (never the privileged state)."""
+        return torch.cat([obs[k].flatten(1).float() for k in self.actor_keys], dim=-1)
+
+    def critic_features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The critics' input (B, critic_obs_dim): the actor's, or the privileged state's (asymmetric)."""
+        return torch.cat([obs[k].flatten(1).float() for k in self.critic_keys], dim=-1)
+
+    @property
+    def asymmetric(self) -> bool:
+        return self.critic_keys != self.actor_keys
 
     def embed(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Raw obs windows → what the actor and critics read: the same windows, or the base's embedding."""
@@ -229,7 +254,8 @@ class DSRL(OnlineLearner):
         """One critic + actor + temperature step on a replay batch: ``obs``/``next_obs`` {k: (B, To, D)},
         ``reward``, ``done`` (B,), and ``action`` (B, Ta·Da) executed chunks (NA) or ``latent`` (SAC)."""
         cfg = self.config
-        s, s2 = self.features(batch["obs"]), self.features(batch["next_obs"])
+        s, s2 = self.features(batch["obs"]), self.features(batch["next_obs"])  # the actor's (B, obs_dim)
+        c, c2 = self.critic_features(batch["obs"]), self.critic_features(batch["next_obs"])  # the critics'
         reward, done = batch["reward"].float(), batch["done"].float()
         alpha = self.temperature.alpha
 
@@ -237,20 +263,20 @@ class DSRL(OnlineLearner):
             w2, logp2 = self.actor(s2, generator=generator)
             if cfg.variant == "na":
                 a2 = self.decode(batch["next_obs"], w2).flatten(1)  # a' = π_dp(s', w')
-                q2 = self.critic_target(s2, a2)
+                q2 = self.critic_target(c2, a2)
             else:
-                q2 = self.critic_target(s2, w2)
+                q2 = self.critic_target(c2, w2)
             q2 = self.critic_target.reduce(q2, cfg.backup)
             if cfg.backup_entropy:
                 q2 = q2 - alpha * logp2
             target = reward + (1.0 - done) * cfg.gamma * q2  # (B,)
 
         taken = batch["action"].flatten(1) if cfg.variant == "na" else batch["latent"].flatten(1)
-        q = self.critic(s, taken)  # (E, B)
+        q = self.critic(c, taken)  # (E, B)
         critic_loss = 0.5 * ((q - target.unsqueeze(0)) ** 2).mean(dim=1).sum()
         optimizer_step(self.critic_opt, critic_loss)
 
-        actor_loss, logp = self.actor_loss(s, alpha, generator)
+        actor_loss, logp = self.actor_loss(s, alpha, generator, critic_s=c)
         optimizer_step(self.actor_opt, actor_loss)
         if self.actor_avg is not None:
             polyak_update(self.actor_avg, self.actor, cfg.actor_tau)
@@ -273,13 +299,19 @@ class DSRL(OnlineLearner):
         }
 
     def actor_loss(
-        self, s: torch.Tensor, alpha: torch.Tensor, generator: torch.Generator | None = None
+        self,
+        s: torch.Tensor,
+        alpha: torch.Tensor,
+        generator: torch.Generator | None = None,
+        critic_s: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(α·log π(w̃|s) − Q(s, w̃)).mean() — against Q^W for NA, never Q^A; also returns log π. Heads are
-        combined as in the backup (``backup``), as the reference's ``critic_backup_combine_type``."""
+        combined as in the backup (``backup``), as the reference's ``critic_backup_combine_type``.
+        ``critic_s``: the same states as the critics see them (asymmetric; default ``s``)."""
         w, logp = self.actor(s, generator=generator)
         actor_critic = self.noise_critic if self.config.variant == "na" else self.critic
-        q_pi = actor_critic.reduce(actor_critic(s, w), self.config.backup)
+        c = s if critic_s is None else critic_s
+        q_pi = actor_critic.reduce(actor_critic(c, w), self.config.backup)
         return (alpha * logp - q_pi).mean(), logp
 
     def update_noise_critic(
@@ -306,7 +338,7 @@ class DSRL(OnlineLearner):
             if k > 1:  # (B/K states) × K latents; every K-th row keeps the batch's offline share (the offline
                 # rows come first in a mixed batch, so its first B/K rows could all be demonstrations)
                 obs = {key: v[::k].repeat_interleave(k, dim=0) for key, v in obs.items()}
-            s = self.features(obs)
+            s = self.critic_features(obs)
             w = torch.randn(s.shape[0], self.latent_dim, generator=generator, device=self.device)
             executed = self.decode(obs, w).flatten(1)
         with torch.no_grad():
@@ -341,7 +373,7 @@ class DSRL(OnlineLearner):
         if played is not None:
             latent = torch.cat([latent, played[0].reshape(n, 1, -1)], dim=1)
             executed = torch.cat([executed, played[1].reshape(n, 1, -1)], dim=1)
-        bank.add(features=self.features(obs), latent=latent, executed=executed)
+        bank.add(features=self.critic_features(obs), latent=latent, executed=executed)
 
     @torch.no_grad()
     def bank_offline(
@@ -439,7 +471,9 @@ class DSRL(OnlineLearner):
             "obs_dim": self.obs_dim,
             "latent_shape": list(self.latent_shape),
             "exec_slice": [self.exec_slice.start, self.exec_slice.stop],
-            "obs_keys": list(self.obs_keys),
+            "obs_keys": list(self.actor_keys),
+            "critic_keys": list(self.critic_keys),
+            "critic_obs_dim": self.critic_obs_dim,
         }
 
 
@@ -501,7 +535,8 @@ def load_steered_policy(
     acting = DSRLConfig(**{**cfg["dsrl"], "noise_bank": 0})  # acting needs no distillation bank
     keys = tuple(cfg["obs_keys"])
     decoder = BaseEmbedding(base) if keys == (EMBED_KEY,) else base
-    agent = DSRL(decoder, int(cfg["obs_dim"]), slice(*cfg["exec_slice"]), acting, keys, device=device)
+    critic = (tuple(cfg["critic_keys"]), int(cfg["critic_obs_dim"])) if "critic_keys" in cfg else (None, None)
+    agent = DSRL(decoder, int(cfg["obs_dim"]), slice(*cfg["exec_slice"]), acting, keys, device, *critic)
     agent.load_state_dict(ck.modules["agent"])
     policy = SteeredPolicy(base, agent.eval(), deterministic=deterministic, trained=trained)
     policy.task = cfg.get("task") or getattr(base, "task", None)

@@ -64,8 +64,10 @@ class BaseEmbedding:
 
     def transform(self, windows: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Raw numpy windows {key: (N, To, ...)} → {EMBED_KEY: (N, 1, G)} float32: the demonstrations'
-        ``obs_transform`` (``chunk_transitions``) and the env wrapper's observations alike."""
-        return {EMBED_KEY: embed_windows(self, {k: windows[k] for k in self.raw_keys})}
+        ``obs_transform`` (``chunk_transitions``) and the env wrapper's observations alike. Keys the base does
+        not read (the privileged ``state`` an asymmetric critic reads in simulation) pass through unchanged."""
+        kept = {k: v for k, v in windows.items() if k not in self.raw_keys}
+        return {EMBED_KEY: embed_windows(self, {k: windows[k] for k in self.raw_keys}), **kept}
 
     @torch.no_grad()
     def sample(self, obs: Mapping[str, torch.Tensor], noise: Any = None) -> torch.Tensor:
@@ -119,15 +121,21 @@ def embed_windows(
 
 class EmbeddedObsEnv:
     """A batched env with observation windows of the base's To, whose observations are the base's
-    embeddings ``{EMBED_KEY: (B, 1, G)}`` (also in ``info["final_obs"]``): what the steering loop stores."""
+    embeddings ``{EMBED_KEY: (B, 1, G)}`` (also in ``info["final_obs"]``): what the steering loop stores.
+    The env's keys the base does not read (``state`` for an asymmetric critic) pass through as they are."""
 
     def __init__(self, env: Any, embedding: BaseEmbedding) -> None:
         self.env, self.embedding = env, embedding
         self.num_envs = env.num_envs
         self.single_action_space = env.single_action_space
         shape = (1, embedding.dim)
+        raw = env.single_observation_space
+        self.kept_keys = tuple(k for k in raw.spaces if k not in embedding.raw_keys)
         self.single_observation_space = spaces.Dict(
-            {EMBED_KEY: spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32)}
+            {
+                EMBED_KEY: spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32),
+                **{k: raw[k] for k in self.kept_keys},
+            }
         )
 
     def _embed(self, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -146,6 +154,8 @@ class EmbeddedObsEnv:
         if done.any():  # only the finished rows' last windows differ from the returned ones
             rows = {k: np.asarray(info["final_obs"][k])[done] for k in self.embedding.raw_keys}
             final[EMBED_KEY][done] = embed_windows(self.embedding, rows)
+            for k in self.kept_keys:
+                final[k][done] = np.asarray(info["final_obs"][k])[done]
         info = {**info, "final_obs": final}
         return embedded, reward, terminated, truncated, info
 

@@ -63,6 +63,7 @@ REFERENCE: dict[str, dict[str, object]] = {
     },
     "dsrl": {
         "variant": "na",
+        "critic_obs": "policy",  # SB3 SAC: actor and critics share the observation (no privileged critic)
         "actor_lr": 3e-4,
         "critic_lr": 3e-4,
         "activation": "tanh",

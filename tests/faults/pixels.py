@@ -132,4 +132,42 @@ FAULTS = [
         "new": '        metrics["which"] = "best"\n',
         "tests": ["tests/scripts/test_evaluate.py"],
     },
+    {
+        "name": "asymmetric critic: the TD target's next-state critic reads the actor's features",
+        "file": "policies/steering/dsrl.py",
+        "old": "                q2 = self.critic_target(c2, a2)\n",
+        "new": "                q2 = self.critic_target(s2, a2)\n",
+        "tests": ["tests/policies/steering/test_dsrl_targets.py"],
+    },
+    {
+        "name": "asymmetric critic: the actor's loss scores its latents at the actor's features",
+        "file": "policies/steering/dsrl.py",
+        "old": "        c = s if critic_s is None else critic_s\n",
+        "new": "        c = s\n",
+        "tests": ["tests/policies/steering/test_dsrl_targets.py"],
+    },
+    {
+        "name": "asymmetric critic: the noise bank keeps the actor's features",
+        "file": "policies/steering/dsrl.py",
+        "old": "        bank.add(features=self.critic_features(obs), latent=latent, executed=executed)\n",
+        "new": "        bank.add(features=self.features(obs), latent=latent, executed=executed)\n",
+        "tests": ["tests/policies/steering/test_dsrl_targets.py"],
+    },
+    {
+        "name": "asymmetric critic: the env drops the state the critics read (the base's keys only)",
+        "file": "policies/steering/embedding.py",
+        "old": "        kept = {k: v for k, v in windows.items() if k not in self.raw_keys}\n",
+        "new": "        kept = {}\n",
+        "tests": [
+            "tests/policies/steering/test_embedding.py",
+            "tests/scripts/test_steer.py::test_dsrl_from_pixels_with_an_asymmetric_critic_reads_the_state_in_its_critics_only",
+        ],
+    },
+    {
+        "name": "asymmetric critic: the online critic scores the taken chunks at the actor's features",
+        "file": "policies/steering/dsrl.py",
+        "old": "        q = self.critic(c, taken)  # (E, B)\n",
+        "new": "        q = self.critic(s, taken)  # (E, B)\n",
+        "tests": ["tests/policies/steering/test_dsrl_targets.py"],
+    },
 ]

@@ -386,6 +386,50 @@ def test_dsrl_steers_a_pixel_base_through_its_embedding_then_eval_acts_from_pixe
     assert json.loads((work / "eval" / "metrics.json").read_text())["episodes"] == 2
 
 
+def test_dsrl_from_pixels_with_an_asymmetric_critic_reads_the_state_in_its_critics_only(pixel_base_run):
+    """critic_obs=state: the critics read the simulator's state window (online and in the offline demos), the
+    actor the base's embedding; evaluation acts from pixels alone (its env renders no state)."""
+    from robosteer.policies.checkpoint import load_checkpoint
+    from robosteer.policies.steering.embedding import EMBED_KEY
+
+    work, base = pixel_base_run
+    fast = ["steerability.directions=0", "steerability.states=16", "run.eval_every=96", "eval_base=false"]
+    p = _run("robosteer.scripts.steer", f"base={base}", "critic_obs=state", "out=asym", *TINY_STEER, *fast,
+             cwd=work)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "critic_obs=state: the critics read the simulator's privileged state" in p.stdout + p.stderr
+    m = json.loads((work / "asym" / "metrics.json").read_text())
+    assert m["env_steps"] >= 96 and m["updates"] > 0 and m["offline_transitions"] > 0
+    ck = load_checkpoint(work / "asym" / "checkpoints" / "latest", names=["agent", "buffer"])
+    to = load_policy(base, which="best").config.n_obs_steps
+    assert ck.config["obs_keys"] == [EMBED_KEY] and ck.config["critic_keys"] == ["state"]
+    assert ck.config["critic_obs_dim"] == to * 39 and ck.config["obs_dim"] == to * (64 + 4)
+    weights = ck.modules["agent"]
+    assert weights["actor.trunk.0.weight"].shape[1] == to * (64 + 4)  # (out, in): the embedding
+    exec_dim, latent_dim = 4 * 4, 8 * 4  # Ta·Da, Tp·Da of the tiny base
+    assert weights["critic.net.0.weight"].shape[1] == to * 39 + exec_dim  # (E, in, out): state + chunk
+    assert weights["noise_critic.net.0.weight"].shape[1] == to * 39 + latent_dim  # state + latent
+    assert {"data/obs/state", f"data/obs/{EMBED_KEY}"} <= set(ck.modules["buffer"])  # the replay keeps both
+    p = _eval("asym", "asym_eval", work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads((work / "asym_eval" / "metrics.json").read_text())["episodes"] == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["critic_obs=cheat"], "critic_obs='cheat' is not known: expected one of ['policy', 'state']"),
+        (["critic_obs=state"], "critic_obs=state: this base reads the state already"),
+        (["critic_obs=state", "robot=sim_twin"], "critic_obs=state reads the simulator's privileged state"),
+    ],
+)
+def test_critic_obs_is_refused_in_one_line_where_it_means_nothing(setup, extra, message):
+    work, _, base = setup
+    p = _run("robosteer.scripts.steer", f"base={base}", *extra, "steerability.directions=0", cwd=work)
+    assert p.returncode == 2 and message in p.stderr, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+
+
 def test_expo_steers_a_pixel_base_through_its_frozen_embedding_then_eval_acts_from_pixels(pixel_base_run):
     """EXPO from pixels: critics, edit actor, replay and the base's imitation windows (demos and online) hold
     the base's embedding; the base's denoiser keeps imitating while its encoder stays the frozen base's."""

@@ -12,6 +12,7 @@ distillation (K = 1, K > 1 centred, fresh latents or the noise bank with its off
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -403,3 +404,61 @@ def test_distillation_without_bank_keeps_the_batchs_offline_share():
     agent.update_noise_critic({"state": torch.cat([offline, online])}, torch.Generator().manual_seed(0))
     states = seen[0][:, 0]  # (B,) the first feature: −1 offline, +1 online
     assert (states == -1).sum() == b // 2 and (states == 1).sum() == b // 2
+
+
+@pytest.mark.parametrize("variant", ["na", "sac"])
+def test_asymmetric_critics_read_the_state_and_the_actor_its_own_inputs_by_hand(variant):
+    """``critic_keys=("state",)``: Q^A / Q (online and target) and Q^W read the privileged state window, the
+    actor (target draw, actor loss, acting) reads only its own key ``view``; the noise bank keeps the critics'
+    features. The actor here depends on its input, so reading the wrong key changes every figure."""
+    agent = _agent(variant, batch_size=4, noise_critic_samples=2, noise_bank=8 if variant == "na" else 0)
+    view_dim = (
+        SD  # the actor's window as wide as the state's: a mixed-up key computes, and is caught by value
+    )
+    asym = DSRL(AffineBase(), TO * view_dim, EXEC, agent.config, ("view",), "cpu", ("state",), OBS_DIM)
+    asym.critic, asym.critic_target, asym.critic_opt = agent.critic, agent.critic_target, agent.critic_opt
+    if variant == "na":
+        asym.noise_critic, asym.noise_critic_opt = agent.noise_critic, agent.noise_critic_opt
+    asym.temperature_opt = torch.optim.SGD(asym.temperature.parameters(), lr=LR_T)
+    with torch.no_grad():  # an actor that reads its input: mean = P·view + m
+        asym.actor.mean.weight.copy_(
+            torch.randn(asym.actor.mean.weight.shape, generator=torch.Generator().manual_seed(4))
+        )
+    assert asym.obs_keys == ("view", "state") and asym.asymmetric  # the replay keeps both
+    assert asym.get_config()["obs_keys"] == ["view"] and asym.get_config()["critic_keys"] == ["state"]
+    b = 4
+    obs, nxt = _state(b, 10), _state(b, 11)
+    view = torch.randn(b, TO, view_dim, generator=torch.Generator().manual_seed(20))
+    view2 = torch.randn(b, TO, view_dim, generator=torch.Generator().manual_seed(21))
+    reward, done = torch.tensor([-1.0, 0.0, -1.0, -0.5]), torch.tensor([0.0, 1.0, 0.0, 0.0])
+    taken = torch.randn(b, asym.taken_dim, generator=torch.Generator().manual_seed(12)).clamp(-1.4, 1.4)
+    batch = {"obs": {"state": obs, "view": view}, "next_obs": {"state": nxt, "view": view2}}
+    batch.update(reward=reward, done=done, **{"action" if variant == "na" else "latent": taken})
+    gen = torch.Generator().manual_seed(5)
+    draws = torch.Generator().set_state(gen.get_state())
+    online0, target0 = _params(asym.critic), _params(asym.critic_target)
+    qw = _params(asym.noise_critic) if variant == "na" else None
+    actor0 = copy.deepcopy(asym.actor)
+
+    stats = asym.update(batch, generator=gen)
+
+    s, s2 = obs.flatten(1), nxt.flatten(1)  # the critics' features
+    with torch.no_grad():  # the actor as it was, on its own input
+        w2, logp2 = actor0(view2.flatten(1), generator=draws)
+        w1, logp1 = actor0(view.flatten(1), generator=draws)
+    x2 = _decode(nxt, w2, "full") if variant == "na" else w2
+    y = reward + (1 - done) * GAMMA * (_q(target0, s2, x2).min(0).values - ALPHA0 * logp2)
+    assert stats["target_q"] == pytest.approx(y.mean().item(), rel=1e-5, abs=1e-5)
+    q = _q(online0, s, taken)
+    assert stats["critic_loss"] == pytest.approx((0.5 * ((q - y) ** 2).mean(1).sum()).item(), rel=1e-5)
+    u0, v0, c0 = online0
+    online1 = (u0 - LR * (q - y) @ s / b, v0 - LR * (q - y) @ taken / b, c0 - LR * (q - y).mean(1))
+    q_pi = _q(qw if variant == "na" else online1, s, w1).min(0).values
+    assert stats["actor_loss"] == pytest.approx((ALPHA0 * logp1 - q_pi).mean().item(), rel=1e-5, abs=1e-5)
+    # acting reads the actor's key only: no state in the window
+    latent, _ = asym.act({"view": view, "state": obs}, deterministic=True)
+    want = asym.actor(view.flatten(1), deterministic=True)[0]  # the stepped actor
+    torch.testing.assert_close(latent, want, rtol=1e-5, atol=1e-6)
+    if variant == "na":  # the bank keeps the critics' features: the state window
+        asym.bank_states({"state": obs, "view": view}, generator=torch.Generator().manual_seed(0))
+        torch.testing.assert_close(asym.bank.data["features"][:b], s)

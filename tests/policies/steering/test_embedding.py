@@ -136,7 +136,13 @@ class _WindowEnv:
         self.t = 0
 
     def _obs(self, seed: int) -> dict[str, np.ndarray]:
-        return {k: v.numpy() for k, v in windows(self.num_envs, seed=seed).items()}
+        raw = {k: v.numpy() for k, v in windows(self.num_envs, seed=seed).items()}
+        state = np.random.default_rng(seed).normal(size=(self.num_envs, 2, 5)).astype(np.float32)
+        return {**raw, "state": state}  # the privileged state an asymmetric critic reads: not the base's
+
+    @property
+    def single_observation_space(self) -> spaces.Dict:
+        return spaces.Dict({k: spaces.Box(-np.inf, np.inf, v.shape[1:]) for k, v in self._obs(0).items()})
 
     def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
         return self._obs(100)
@@ -167,6 +173,14 @@ def test_embedded_env_embeds_returned_and_final_windows() -> None:
     np.testing.assert_allclose(
         final[1], want_final[1], rtol=1e-5, atol=1e-6
     )  # the finished row's last window
+    # keys the base does not read pass through as they are, returned and final alike
+    assert (
+        env.single_observation_space["state"].shape == (2, 5)
+        and "proprio" not in env.single_observation_space
+    )
+    np.testing.assert_array_equal(obs["state"], _WindowEnv()._obs(1)["state"])
+    np.testing.assert_array_equal(info["final_obs"]["state"][1], _WindowEnv()._obs(201)["state"][1])
+    np.testing.assert_array_equal(info["final_obs"]["state"][[0, 2]], obs["state"][[0, 2]])
 
 
 def test_a_dsrl_actor_over_the_embedding_acts_from_raw_windows() -> None:
