@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -38,6 +39,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 import yaml
+from dsrl_steering import EVAL_SEED
 from dsrl_steering import _evaluate as evaluate_once  # robosteer-eval of a checkpoint once, at seed 200000
 from results_tables import append_row
 
@@ -207,11 +209,27 @@ def demos_action_noise(base: Path) -> float | None:
     return float(yaml.safe_load(collect_cfg.read_text()).get("action_noise_std", 0.0))
 
 
+def base_eval_row(args: argparse.Namespace, out: Path) -> tuple[dict, bool]:
+    """The base as steering reads it (its ``which`` weights, stock sampler) on the same unseen episodes as the
+    steered actors (seed 200000), so a lift is a paired difference: (row, whether it was measured just now)."""
+    which = next((o.split("=", 1)[1] for o in args.steer_overrides if o.startswith("which=")), "ema")
+    task = read_checkpoint_config(find_checkpoint(Path(args.base), "latest")[0])["task"]
+    ev = out / f"base_eval_{which}_{args.episodes}"
+    fresh = not (ev / "metrics.json").exists()
+    success = evaluate_once(Path(args.base), task, args.episodes, ev, which=which)
+    row = {"part": "base_eval", "task": task, "base": str(args.base), "which": which}
+    row |= {"episodes": args.episodes, "eval_seed": EVAL_SEED, "success_rate": success}
+    return row, fresh
+
+
 def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
-    """DSRL-NA from pixels on ``args.base`` per seed: the steering run, then 100 unseen episodes of its actor."""
+    """DSRL-NA from pixels on ``args.base`` per seed: the steering run, then 100 unseen episodes of its actor,
+    beside the base's own success on the same episodes (one ``base_eval`` row per base). A finished run with
+    fewer env steps than ``--env-steps`` is extended from its last checkpoint and evaluated anew."""
     if not args.base:
         raise SystemExit("steer: pass --base <run directory of a policy trained with obs=pixels>")
-    rows = []
+    base_row, fresh = base_eval_row(args, out)
+    rows = [base_row] if fresh else []
     for seed in args.seeds:
         run = out / f"dsrl_s{seed}"
         steer = [
@@ -223,9 +241,15 @@ def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
         steer += [f"run.max_minutes={args.steer_minutes}", f"run.eval_every={args.eval_every}"]
         steer += ["run.eval_episodes=50", "run.checkpoint_every=5000", "run.progress=false"]
         steer += [*args.steer_overrides, f"out={run}"]
-        if not (run / "metrics.json").exists():
-            run_module(steer, run.with_suffix(".log"), ROOT)
-        m = json.loads((run / "metrics.json").read_text())
+        metrics = run / "metrics.json"
+        if metrics.exists() and json.loads(metrics.read_text())["env_steps"] < args.env_steps:
+            metrics.unlink()  # extend it from its last checkpoint; its actors are evaluated anew
+            for which in ("latest", "best"):
+                shutil.rmtree(f"{run}_eval_{which}", ignore_errors=True)
+        if not metrics.exists():
+            resume = ["resume=true"] if (run / "checkpoints" / "latest").exists() else []
+            run_module([*steer, *resume], run.with_suffix(".log"), ROOT)
+        m = json.loads(metrics.read_text())
         unseen = {  # the final actor (latest) and the periodic evals' pick (best), on the same unseen episodes
             which: evaluate_once(run, m["task"], args.episodes, Path(f"{run}_eval_{which}"), which=which)
             for which in ("latest", "best")
@@ -238,6 +262,7 @@ def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
             "best_success_rate": m["best_success_rate"],
             "best_env_steps": m["best_env_steps"],
             "final_eval_success_rate": final,
+            "base_eval_success_rate": base_row["success_rate"],  # the same unseen episodes
             "best_eval_success_rate": unseen["best"],
             "final_eval_episodes": args.episodes,
             "steer_eval_episodes": 50,
@@ -248,9 +273,8 @@ def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
             **({"note": args.note} if args.note else {}),
         }
         rows.append(row)
-        base = m["base_success_rate"]
         print(
-            f"| {m['task']} | {seed} | {'–' if base is None else f'{base:.2f}'} | {final:.2f} | "
+            f"| {m['task']} | {seed} | {base_row['success_rate']:.2f} | {final:.2f} | "
             f"{unseen['best']:.2f} | {m['env_steps']} | {m['wall_time_s'] / 60:.1f} |",
             flush=True,
         )
@@ -364,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = deploy_rows(args, out)
         elif part == "steer":
             print(
-                "| task | seed | base | final, 100 ep. | best, 100 ep. | env steps | wall min |\n|---|---:|---:|---:|---:|---:|---:|"
+                "| task | seed | base, same ep. | final, 100 ep. | best, 100 ep. | env steps | wall min |\n|---|---:|---:|---:|---:|---:|---:|"
             )
             rows = steer_rows(args, out)
         else:

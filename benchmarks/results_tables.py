@@ -794,8 +794,26 @@ def demos_noise(row: Row) -> str:
     return "clean" if not sigma else f"σ {sigma:g} action noise"
 
 
+def _steered_base_which(r: Row) -> str:
+    """The base weights a steering row steered (robosteer-steer's ``which``, default ema)."""
+    return next((o.split("=", 1)[1] for o in r.get("overrides", ()) if o.startswith("which=")), "ema")
+
+
 def pixels_steer(rows: list[Row]) -> str:
-    """DSRL-NA from pixels: the base's success before and the steered actor's after, per seed."""
+    """DSRL-NA from pixels: the base's success before and the steered actor's after (a paired lift), per seed."""
+    base_eval = last_per(
+        [r for r in rows if r["part"] == "base_eval"], lambda r: (r["base"], r["which"], r["episodes"])
+    )
+
+    def paired(r: Row) -> Row | None:
+        return base_eval.get((r["base"], _steered_base_which(r), r["final_eval_episodes"]))
+
+    def lift(r: Row) -> str:
+        b = paired(r)
+        if b is None or r["final_eval_success_rate"] is None:
+            return "–"
+        return f"{100 * (r['final_eval_success_rate'] - b['success_rate']):+.0f}"
+
     cells = last_per(
         [r for r in rows if r["part"] == "steer"],
         lambda r: (
@@ -817,7 +835,9 @@ def pixels_steer(rows: list[Row]) -> str:
             f"{r['steerability_ratio']:.2f}" if r.get("steerability_ratio") is not None else "–",
             num(r["initial_success_rate"]),
             num(r["best_success_rate"]),
+            num(paired(r)["success_rate"]) if paired(r) else "–",
             "–" if r["final_eval_success_rate"] is None else f"**{num(r['final_eval_success_rate'])}**",
+            lift(r),
             f"{num(r['best_eval_success_rate'])} ({r['best_env_steps'] / 1000:.0f}k)",
             f"{r['env_steps']:,}",
             f"{r['wall_time_s'] / 60:.0f}",
@@ -829,7 +849,8 @@ def pixels_steer(rows: list[Row]) -> str:
         f"{measured(list(cells.values()))} The base and periodic figures on "
         f"{first['steer_eval_episodes']} episodes (seed 100000); the final actor (`which=latest`) and the one the "
         f"periodic evaluations picked (`which=best`, at the env steps given) on {first['final_eval_episodes']} "
-        "unseen episodes (seed 200000)."
+        "unseen episodes (seed 200000), beside the base (its stock sampler, the weights steered) on the same "
+        "episodes where that was measured; the lift is the final actor's points over it."
     )
     columns = [
         "task",
@@ -841,7 +862,9 @@ def pixels_steer(rows: list[Row]) -> str:
         "steerability ratio",
         "latent 0 (step 0)",
         "best periodic eval",
+        "base, unseen ep.",
         "final actor, unseen ep.",
+        "lift, points",
         "picked actor, unseen ep.",
         "env steps",
         "wall min",

@@ -171,3 +171,27 @@ def test_unclosed_fence_is_a_one_line_error(tmp_path: Path, capsys: pytest.Captu
     md.write_text("<!-- table: data_scaling rows=docs/results/data_scaling.jsonl -->\n| a |\n")
     rc, _, err = run(capsys, str(md))
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "never closed" in err
+
+
+def test_pixels_steer_lift_is_paired_with_the_base_on_the_same_episodes() -> None:
+    """The lift column is the final actor minus the base's ``base_eval`` row for the weights steered (``which``)
+    and the same episode count; a row with no such base evaluation shows none."""
+    prov = {"commit": "abc1234", "machine": "x86_64 2 cores", "load": 1.0}
+    steer = {"part": "steer", "task": "push-v3", "base": "runs/pixels/b/base_s0", "seed": 0, **prov}
+    steer |= {"base_success_rate": None, "steerability_ratio": 0.9, "initial_success_rate": 0.5}
+    steer |= {"best_success_rate": 0.6, "final_eval_success_rate": 0.72, "best_eval_success_rate": 0.7}
+    steer |= {"best_env_steps": 15000, "env_steps": 20001, "wall_time_s": 600.0, "env_steps_budget": 20000}
+    steer |= {"final_eval_episodes": 100, "steer_eval_episodes": 50, "base_demos_action_noise": 0.3}
+    base_eval = {"part": "base_eval", "base": steer["base"], "which": "ema", "episodes": 100, **prov}
+    rows = [
+        steer,
+        {**steer, "seed": 1, "overrides": ["which=best"]},  # steered other weights: unpaired
+        {**base_eval, "success_rate": 0.5},  # superseded by the later row of the same key
+        {**base_eval, "success_rate": 0.45},
+        {**base_eval, "which": "ema", "episodes": 50, "success_rate": 0.1},  # other episodes
+    ]
+    lines = [line for line in tables.pixels_steer(rows).splitlines() if line.startswith("| push-v3")]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    assert [c[1] for c in cells] == ["0", "1"]
+    assert cells[0][9:12] == ["0.45", "**0.72**", "+27"]
+    assert cells[1][9:12] == ["–", "**0.72**", "–"]
