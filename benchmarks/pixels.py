@@ -242,8 +242,10 @@ def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
         steer += ["run.eval_episodes=50", "run.checkpoint_every=5000", "run.progress=false"]
         steer += [*args.steer_overrides, f"out={run}"]
         metrics = run / "metrics.json"
-        if metrics.exists() and json.loads(metrics.read_text())["env_steps"] < args.env_steps:
-            metrics.unlink()  # extend it from its last checkpoint; its actors are evaluated anew
+        if metrics.exists() and (steps := json.loads(metrics.read_text())["env_steps"]) < args.env_steps:
+            # extend it from its last checkpoint (its metrics kept aside: their wall time adds to the row's);
+            # its actors are evaluated anew
+            metrics.rename(run / f"metrics_{steps}.json")
             for which in ("latest", "best"):
                 shutil.rmtree(f"{run}_eval_{which}", ignore_errors=True)
         if not metrics.exists():
@@ -267,7 +269,9 @@ def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
             "final_eval_episodes": args.episodes,
             "steer_eval_episodes": 50,
             "steerability_ratio": (m.get("steerability") or {}).get("ratio"),
-            "wall_time_s": m["wall_time_s"],
+            # every session of the run: a resumed session's metrics count only its own wall time
+            "wall_time_s": m["wall_time_s"]
+            + sum(json.loads(p.read_text())["wall_time_s"] for p in run.glob("metrics_*.json")),
             "env_steps_budget": args.env_steps,
             **({"overrides": list(args.steer_overrides)} if args.steer_overrides else {}),
             **({"note": args.note} if args.note else {}),
@@ -275,7 +279,7 @@ def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
         rows.append(row)
         print(
             f"| {m['task']} | {seed} | {base_row['success_rate']:.2f} | {final:.2f} | "
-            f"{unseen['best']:.2f} | {m['env_steps']} | {m['wall_time_s'] / 60:.1f} |",
+            f"{unseen['best']:.2f} | {m['env_steps']} | {row['wall_time_s'] / 60:.1f} |",
             flush=True,
         )
     return rows

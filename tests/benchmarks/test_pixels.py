@@ -82,3 +82,4 @@ def test_steer_rows_evaluate_the_final_and_the_picked_actor(
     assert [c[0] for c in calls] == ["robosteer.scripts.steer", evaluate, evaluate]
     assert "resume=true" in calls[0] and "env_steps=30000" in calls[0]
     assert longer["env_steps"] == 30001 and longer["env_steps_budget"] == 30000
+    assert longer["wall_time_s"] == 1800.0  # both sessions' wall time (each fake session reports 900 s)
