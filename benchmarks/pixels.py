@@ -41,7 +41,7 @@ import numpy as np
 import yaml
 from dsrl_steering import EVAL_SEED
 from dsrl_steering import _evaluate as evaluate_once  # robosteer-eval of a checkpoint once, at seed 200000
-from results_tables import append_row
+from results_tables import append_row, steered_base_which
 
 from robosteer.policies.checkpoint import find_checkpoint, read_checkpoint_config
 from robosteer.scripts.common import run_module
@@ -212,7 +212,7 @@ def demos_action_noise(base: Path) -> float | None:
 def base_eval_row(args: argparse.Namespace, out: Path) -> tuple[dict, bool]:
     """The base as steering reads it (its ``which`` weights, stock sampler) on the same unseen episodes as the
     steered actors (seed 200000), so a lift is a paired difference: (row, whether it was measured just now)."""
-    which = next((o.split("=", 1)[1] for o in args.steer_overrides if o.startswith("which=")), "ema")
+    which = steered_base_which(args.steer_overrides)
     task = read_checkpoint_config(find_checkpoint(Path(args.base), "latest")[0])["task"]
     ev = out / f"base_eval_{which}_{args.episodes}"
     fresh = not (ev / "metrics.json").exists()

@@ -794,9 +794,9 @@ def demos_noise(row: Row) -> str:
     return "clean" if not sigma else f"σ {sigma:g} action noise"
 
 
-def _steered_base_which(r: Row) -> str:
-    """The base weights a steering row steered (robosteer-steer's ``which``, default ema)."""
-    return next((o.split("=", 1)[1] for o in r.get("overrides", ()) if o.startswith("which=")), "ema")
+def steered_base_which(overrides: Any) -> str:
+    """The base weights robosteer-steer read under these overrides (its ``which``, default ema)."""
+    return next((o.split("=", 1)[1] for o in overrides if o.startswith("which=")), "ema")
 
 
 def pixels_steer(rows: list[Row]) -> str:
@@ -806,7 +806,9 @@ def pixels_steer(rows: list[Row]) -> str:
     )
 
     def paired(r: Row) -> Row | None:
-        return base_eval.get((r["base"], _steered_base_which(r), r["final_eval_episodes"]))
+        return base_eval.get(
+            (r["base"], steered_base_which(r.get("overrides", ())), r["final_eval_episodes"])
+        )
 
     def lift(r: Row) -> str:
         b = paired(r)

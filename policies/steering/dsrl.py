@@ -34,6 +34,7 @@ from robosteer.policies.steering.loop import (
     OnlineLearner,
     OnlineRunConfig,
     Sampler,
+    flat_features,
     load_run,
     run_online,
 )
@@ -119,7 +120,7 @@ class DSRL(OnlineLearner):
     observation history of ``obs_keys``). ``exec_slice``: which rows of the decoded (Tp, Da) chunk are executed.
     ``critic_keys`` / ``critic_obs_dim``: what the critics (Q^A, Q^W) read instead, when that differs: an
     asymmetric actor-critic, whose critics read the simulator's privileged ``state`` while the actor, the only
-    network that acts, reads the policy's inputs. The replay keeps both (``stored_keys``).
+    network that acts, reads the policy's inputs. The replay keeps both (``obs_keys``).
     """
 
     def __init__(
@@ -207,11 +208,11 @@ class DSRL(OnlineLearner):
 
     def features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """The actor's input (B, obs_dim): its keys' flattened windows (never the privileged state)."""
-        return torch.cat([obs[k].flatten(1).float() for k in self.actor_keys], dim=-1)
+        return flat_features(obs, self.actor_keys)
 
     def critic_features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """The critics' input (B, critic_obs_dim): the actor's, or the privileged state's (asymmetric)."""
-        return torch.cat([obs[k].flatten(1).float() for k in self.critic_keys], dim=-1)
+        return flat_features(obs, self.critic_keys)
 
     @property
     def asymmetric(self) -> bool:

@@ -69,6 +69,11 @@ Obs = dict[str, torch.Tensor]  # {key: (B, To, ...)}
 Flags = np.ndarray  # (B,) per env row
 
 
+def flat_features(obs: dict[str, torch.Tensor], keys: tuple[str, ...]) -> torch.Tensor:
+    """``keys``' windows {key: (B, To, D)} flattened and concatenated: (B, To·ΣD) float."""
+    return torch.cat([obs[k].flatten(1).float() for k in keys], dim=-1)
+
+
 class OnlineLearner(nn.Module, ABC):
     """A steering learner under :func:`run_online`: what every one implements is abstract; the hooks only some
     need (watching transitions, extra replay fields, extra resume state) default to nothing."""
@@ -114,7 +119,7 @@ class OnlineLearner(nn.Module, ABC):
 
     def features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Flattened low-dim observation history: {key: (B, To, D)} → (B, To·ΣD)."""
-        return torch.cat([obs[k].flatten(1).float() for k in self.obs_keys], dim=-1)
+        return flat_features(obs, self.obs_keys)
 
     def observe(self, obs: Obs, chunk: torch.Tensor, steps: Flags, done: Flags, success: Flags) -> None:
         """Every collected transition (executed steps per row, episode ends, ends in success)."""
