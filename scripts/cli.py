@@ -9,6 +9,7 @@ keeps every traceback. Hydra's own flags (``--cfg job``, ``--help``, ``-m``) pas
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,14 +66,20 @@ def _nearest(word: str, choices: list[str]) -> str:
     return f"; nearest valid choice: {near[0]!r}" if near else ""
 
 
-def _groups(config_name: str) -> set[str]:
-    """The config groups ``config_name``'s defaults list chooses from (``policy``, ``algo``, ``robot``, ...)."""
+def _defaults(config_name: str) -> dict[str, str]:
+    """The config groups ``config_name``'s defaults list chooses from, each with its pick (``algo: dsrl``)."""
     import yaml
 
     text = (Path(CONFIG_DIR) / f"{config_name}.yaml").read_text()
     entries = yaml.safe_load(text).get("defaults") or []
-    names = {str(k).lstrip("/").partition("@")[0] for e in entries if isinstance(e, dict) for k in e}
-    return names & {p.name for p in Path(CONFIG_DIR).iterdir() if p.is_dir()}
+    picks = {
+        str(k).lstrip("/").partition("@")[0]: str(v)
+        for e in entries
+        if isinstance(e, dict)
+        for k, v in e.items()
+    }
+    groups = {p.name for p in Path(CONFIG_DIR).iterdir() if p.is_dir()}
+    return {k: v for k, v in picks.items() if k in groups}
 
 
 def _options(group: str) -> list[str]:
@@ -96,7 +103,7 @@ def _first_line(err: BaseException) -> str:
 
 def problems(config_name: str, args: list[str]) -> None:
     """Raise :class:`CliError` for the first mistake in ``args`` (``key=value`` overrides of ``config_name``)."""
-    groups, group_args, plain = _groups(config_name), [], []
+    groups, group_args, plain = set(_defaults(config_name)), [], []
     for arg in args:
         key, eq, value = arg.partition("=")
         if not eq:
@@ -112,7 +119,13 @@ def problems(config_name: str, args: list[str]) -> None:
         raise CliError(_first_line(err)) from err
     checked = [(key, raw) for _, key, raw in plain if not key.startswith(("hydra.", "+", "~"))]
     for key, _ in checked:
-        _check_key(base, key)
+        try:
+            _check_key(base, key)
+        except CliError:
+            owner = _owning_option(config_name, groups, group_args, key)
+            if owner is None:
+                raise
+            raise CliError(f"unknown key {key!r} here: it is a setting of {owner}") from None
     try:
         cfg = _compose(config_name, args)
     except Exception as err:  # a typed (structured) key refused the value: name the key and the type
@@ -129,6 +142,30 @@ def problems(config_name: str, args: list[str]) -> None:
     if missing:
         k = USER_KEYS.get(missing[0], missing[0])
         raise CliError(f"missing required key: {k}=<...> (robosteer's {config_name} config has no default)")
+
+
+def _owning_option(
+    config_name: str, groups: set[str], group_args: list[tuple[str, str, str]], key: str
+) -> str | None:
+    """The other choice of a config group that has ``key`` (``critic_obs`` under ``algo=expo`` belongs to
+    ``algo=dsrl``), so an option of another algorithm, policy or robot is named as such, not as a typo."""
+    chosen = {k: v for _, k, v in group_args}
+    top = re.compile(rf"\b{re.escape(key.split('.')[0])}\b")  # a typo names no option's key: no compose
+    for group in sorted(groups):
+        for option in GROUP_OPTIONS.get((config_name, group), _options(group)):
+            if chosen.get(group) == option or not top.search(
+                (Path(CONFIG_DIR) / group / f"{option}.yaml").read_text()
+            ):
+                continue
+            overrides = [f"{k}={v}" for k, v in chosen.items() if k != group] + [f"{group}={option}"]
+            try:
+                cfg = _compose(config_name, overrides)
+            except Exception:  # an option that needs other choices is simply not the owner
+                continue
+            if OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT:
+                here = f"{group}={chosen.get(group) or _defaults(config_name)[group]}"
+                return f"{group}={option}, not of {here}"
+    return None
 
 
 def _check_key(base: DictConfig, key: str) -> None:

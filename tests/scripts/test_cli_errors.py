@@ -33,6 +33,13 @@ MISTAKES = [
     ("robosteer-collect", "collect", ["progress=flase"], "progress=flase: expected true or false"),
     ("robosteer-train", "train", ["dataset=d.hdf5", "policy=expert"], "expected one of ['diffusion', 'flow'"),
     ("robosteer-steer", "steer", ["algo=exop"], "nearest valid choice: 'expo'"),
+    (  # a setting of another option of a group is named as such, not as a typo of an unrelated key
+        "robosteer-steer",
+        "steer",
+        ["algo=expo", "critic_obs=state"],
+        "unknown key 'critic_obs' here: it is a setting of algo=dsrl, not of algo=expo",
+    ),
+    ("robosteer-steer", "steer", ["expo.num_edits=2"], "it is a setting of algo=expo, not of algo=dsrl"),
     ("robosteer-train", "train", [], "missing required key: dataset="),
     ("robosteer-deploy", "deploy", ["robot=sim_twin"], "missing required key: policy="),  # the user's key
     ("robosteer-eval", "eval", ["episodes"], "'episodes' is not an override: expected key=value"),
