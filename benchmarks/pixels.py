@@ -1,7 +1,7 @@
 """Policies from pixels (``obs=pixels``: proprio + one camera, no privileged state) beside the same policies
 from state, on the same demos and wall budget; the encoders' training throughput; env steps/s with images.
 
-Five parts, each appending rows (``part``: encoders | env | train | deploy | steer) to ``--rows``:
+Six parts, each appending rows (``part``: encoders | env | train | deploy | steer | probe) to ``--rows``:
 
 - ``encoders``: samples/s of one Diffusion Policy training step (forward, backward, AdamW) on a batch of
   84 px images at To=2, per encoder (ours ``small`` at two widths, diffusion_policy's ResNet-18), in this
@@ -21,6 +21,12 @@ Five parts, each appending rows (``part``: encoders | env | train | deploy | ste
   CLI's defaults plus ``--steer-overrides``, ``--env-steps`` within ``--steer-minutes``), then 100 unseen
   episodes (seed 200000) with ``robosteer-eval`` of its final actor (``which=latest``) and of the one its periodic
   evaluations picked (``which=best``): success before (the base's stock sampler) and after, env steps, wall time.
+
+- ``probe``: what the base's embedding (what DSRL's actor reads from pixels) tells of the scene. On the base's own
+  demonstrations (every fifth episode held out), the object's and the goal's x, y (the simulator's state, used
+  here only as labels) are read out of the embedding by ridge regression and by a small MLP; the arm's proprio
+  alone is the floor, and the base's observation encoder trained afresh on the labels (``--probe-steps``) shows
+  what the pixels hold: R² and the error in cm on the held-out windows.
 
 Run: ``python benchmarks/pixels.py encoders env`` (minutes), ``python benchmarks/pixels.py deploy --base <run>``, ``python benchmarks/pixels.py train --tasks push-v3
 --policies diffusion --obs pixels state --seeds 0 1`` (45 min of CPU per cell).
@@ -285,6 +291,126 @@ def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
     return rows
 
 
+# Meta-World v3's state layout (push-v3): the object's position at 4:7, the goal's at 36:39.
+PROBE_TARGETS = {"object x": 4, "object y": 5, "goal x": 36, "goal y": 37}
+
+
+def _fit_scores(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per target: R² and root-mean-square error of ``pred`` against ``truth`` (N, T)."""
+    err = ((pred - truth) ** 2).mean(0)
+    return 1.0 - err / truth.var(0), np.sqrt(err)
+
+
+def probe_rows(args: argparse.Namespace) -> list[dict]:
+    """The object's and the goal's x, y read out of the base's embedding (ridge, MLP), of the proprio alone, and of
+    the base's encoder trained afresh on them, on held-out demonstration windows: what a steering actor that
+    reads the embedding can know of where to push."""
+    import copy
+
+    import h5py
+    import torch
+
+    from robosteer.policies.checkpoint import load_policy
+    from robosteer.policies.steering.embedding import BaseEmbedding, embed_windows
+
+    if not args.base:
+        raise SystemExit("probe: pass --base <run directory of a policy trained with obs=pixels>")
+    torch.manual_seed(0)
+    torch.set_num_threads(args.threads)
+    which = steered_base_which(args.steer_overrides)
+    base = load_policy(args.base, which=which)
+    embedding = BaseEmbedding(base)
+    dataset = read_checkpoint_config(find_checkpoint(Path(args.base), "latest")[0])["dataset"][0]
+    windows: dict[str, list[np.ndarray]] = {k: [] for k in embedding.raw_keys}
+    labels, episode = [], []
+    if "proprio" not in embedding.raw_keys:
+        raise SystemExit(
+            f"probe: the base reads {list(embedding.raw_keys)}; it needs a base trained with obs=pixels"
+        )
+    to = int(base.config.n_obs_steps)
+    with h5py.File(dataset, "r") as f:
+        for i, name in enumerate(sorted(f["data"].keys())):
+            obs = f["data"][name]["obs"]
+            n = len(obs["state"])
+            frames = np.clip(np.arange(n)[:, None] + np.arange(1 - to, 1), 0, None)  # (T, To), first repeated
+            for k in embedding.raw_keys:  # (T, ...) -> windows (T, To, ...), as the policy reads them
+                windows[k].append(obs[k][:][frames])
+            labels.append(obs["state"][:][:, list(PROBE_TARGETS.values())])
+            episode += [i] * len(labels[-1])
+    raw = {k: np.concatenate(v) for k, v in windows.items()}  # {key: (N, To, ...)}
+    y = np.concatenate(labels)  # (N, 4) metres
+    test = np.asarray(episode) % 5 == 0
+    emb = embed_windows(embedding, raw)[:, 0]  # (N, G)
+    proprio = raw["proprio"][:, -1].astype(np.float64)  # (N, P): the arm's state now
+
+    def ridge(x: np.ndarray) -> np.ndarray:
+        x = np.c_[x, np.ones(len(x))]
+        w = np.linalg.solve(x[~test].T @ x[~test] + 1e-3 * np.eye(x.shape[1]), x[~test].T @ y[~test])
+        return x[test] @ w
+
+    ym, ys = y[~test].mean(0), y[~test].std(0)
+    target = torch.tensor((y - ym) / ys, dtype=torch.float32)  # (N, 4) standardised labels
+    train_idx = np.flatnonzero(~test)
+    rng = np.random.default_rng(0)
+
+    def fit(forward, params, inputs, steps: int, lr: float) -> np.ndarray:
+        opt = torch.optim.AdamW(params, lr)
+        for _ in range(steps):
+            b = rng.choice(train_idx, 64)
+            loss = ((forward(inputs(b), True) - target[b]) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            idx = np.flatnonzero(test)
+            pred = [forward(inputs(idx[i : i + 256]), False).numpy() for i in range(0, len(idx), 256)]
+        return np.concatenate(pred) * ys + ym
+
+    e = torch.tensor((emb - emb[~test].mean(0)) / (emb[~test].std(0) + 1e-6), dtype=torch.float32)
+    mlp = torch.nn.Sequential(
+        torch.nn.Linear(e.shape[1], 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU()
+    )
+    mlp.append(torch.nn.Linear(256, len(PROBE_TARGETS)))
+    fresh = copy.deepcopy(base)  # the base's encoder and normaliser, its weights drawn anew
+    for module in fresh.obs_encoder.modules():
+        if hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+    head = torch.nn.Linear(embedding.dim, len(PROBE_TARGETS))
+
+    def encoder(obs: dict, training: bool) -> torch.Tensor:
+        fresh.train(training)
+        return head(fresh.encode_obs(obs))
+
+    t0 = time.perf_counter()
+    preds = {
+        "proprio, ridge": ridge(proprio),
+        "base embedding, ridge": ridge(emb.astype(np.float64)),
+        "base embedding, MLP": fit(lambda x, _t: mlp(x), mlp.parameters(), lambda b: e[b], 3000, 1e-3),
+        "base encoder trained on the labels": fit(
+            encoder,
+            [*fresh.obs_encoder.parameters(), *head.parameters()],
+            lambda b: {k: torch.as_tensor(v[b]) for k, v in raw.items()},
+            args.probe_steps,
+            3e-4,
+        ),
+    }
+    rows = []
+    for readout, pred in preds.items():
+        r2, rmse = _fit_scores(pred, y[test])
+        for j, name in enumerate(PROBE_TARGETS):
+            row = {"task": base.task, "base": str(args.base), "which": which, "target": name}
+            row |= {"readout": readout, "r2": float(r2[j]), "rmse_cm": float(100 * rmse[j])}
+            row |= {
+                "spread_cm": float(100 * y[test][:, j].std()),
+                "windows": len(y),
+                "test_windows": int(test.sum()),
+            }
+            row |= {"probe_steps": args.probe_steps, "wall_time_s": time.perf_counter() - t0}
+            rows.append(row)
+            print(f"| {name} | {readout} | {r2[j]:.2f} | {100 * rmse[j]:.1f} |", flush=True)
+    return rows
+
+
 def deploy_rows(args: argparse.Namespace, out: Path) -> list[dict]:
     """The pixel policy ``args.base`` on the sim twin at 80 Hz, per mode, beside robosteer-eval of it."""
     if not args.base:
@@ -327,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("parts", nargs="+", choices=["encoders", "env", "train", "steer", "deploy"])
+    parser.add_argument("parts", nargs="+", choices=["encoders", "env", "train", "steer", "deploy", "probe"])
     parser.add_argument("--base", default=None, help="steer: the pixel policy's run directory")
     parser.add_argument("--env-steps", type=int, default=30000, help="steer: env steps per run")
     parser.add_argument("--steer-minutes", type=float, default=40.0, help="steer: wall budget per run")
@@ -339,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
         nargs="*",
         default=[],
         help="steer: robosteer-steer overrides, e.g. dsrl.latent_bound=1.5 (recorded in the row)",
+    )
+    parser.add_argument(
+        "--probe-steps", type=int, default=3000, help="probe: training steps of the freshly drawn encoder"
     )
     parser.add_argument("--modes", nargs="+", default=["sync", "async"], help="deploy: runtime modes")
     parser.add_argument("--seconds", type=float, default=10.0, help="encoders / env: measuring time per cell")
@@ -390,6 +519,9 @@ def main(argv: list[str] | None = None) -> int:
                 "| task | mode | twin, 80 Hz | robosteer-eval | held ticks | infer ms |\n|---|---|---:|---:|---:|---:|"
             )
             rows = deploy_rows(args, out)
+        elif part == "probe":
+            print("| target | read out of | R² | error cm |\n|---|---|---:|---:|")
+            rows = probe_rows(args)
         elif part == "steer":
             print(
                 "| task | seed | base, same ep. | final, 100 ep. | best, 100 ep. | env steps | wall min |\n|---|---:|---:|---:|---:|---:|---:|"

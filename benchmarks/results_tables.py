@@ -874,6 +874,33 @@ def pixels_steer(rows: list[Row]) -> str:
     return caption + "\n\n" + table(columns, body)
 
 
+def pixels_probe(rows: list[Row]) -> str:
+    """What the pixel base's embedding tells of the object and the goal, beside the proprio and a trained encoder."""
+    cells = last_per(
+        [r for r in rows if r["part"] == "probe"], lambda r: (r["base"], r["target"], r["readout"])
+    )
+    readouts = list(dict.fromkeys(r["readout"] for r in cells.values()))
+    targets = list(dict.fromkeys(r["target"] for r in cells.values()))
+    first = next(iter(cells.values()))
+    body = [
+        [target, f"{cells[(first['base'], target, readouts[0])]['spread_cm']:.1f}"]
+        + [
+            f"{cells[(first['base'], target, ro)]['r2']:.2f} ({cells[(first['base'], target, ro)]['rmse_cm']:.1f} cm)"
+            for ro in readouts
+        ]
+        for target in targets
+    ]
+    caption = prose(
+        f"{measured(list(cells.values()))} Base: `{first['base']}` (its {first['which']} weights). On its own "
+        f"{first['windows']:,} demonstration windows (every fifth episode, {first['test_windows']:,} windows, held "
+        "out), each target (the simulator's state, a label here only) is read out of what is named; each cell is "
+        "R² on the held-out windows (1: all of it, 0: no better than its mean) and the error in cm. The trained "
+        f"encoder is the base's observation encoder with its weights drawn anew, {first['probe_steps']:,} steps "
+        "on the labels."
+    )
+    return caption + "\n\n" + table(["target", "spread, cm", *readouts], body)
+
+
 def pixels_deploy(rows: list[Row]) -> str:
     """A pixel policy on the sim twin at 80 Hz (rendering its camera every tick) beside robosteer-eval of it."""
     cells = last_per([r for r in rows if r["part"] == "deploy"], lambda r: (r["task"], r["base"], r["mode"]))
@@ -972,6 +999,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "pixels_env": pixels_env,
     "pixels_train": pixels_train,
     "pixels_weak_bases": pixels_weak_bases,
+    "pixels_probe": pixels_probe,
     "pixels_steer": pixels_steer,
     "pixels_deploy": pixels_deploy,
     "expo_vs_rlpd": expo_vs_rlpd,

@@ -170,4 +170,20 @@ FAULTS = [
         "new": "        q = self.critic(s, taken)  # (E, B)\n",
         "tests": ["tests/policies/steering/test_dsrl_targets.py"],
     },
+    {
+        "name": "pixels probe: R² divides by the spread, not the variance",
+        "file": "benchmarks/pixels.py",
+        "old": "    return 1.0 - err / truth.var(0), np.sqrt(err)\n",
+        "new": "    return 1.0 - err / truth.std(0), np.sqrt(err)\n",
+        "tests": ["tests/benchmarks/test_pixels.py::test_read_out_scores_by_hand"],
+    },
+    {
+        "name": "pixels probe: the read-outs are scored on windows they were fitted on",
+        "file": "benchmarks/pixels.py",
+        "old": "    test = np.asarray(episode) % 5 == 0\n",
+        "new": "    test = np.asarray(episode) % 5 != 4\n",
+        "tests": [
+            "tests/benchmarks/test_pixels.py::test_probe_reads_every_target_out_of_every_input_on_held_out_episodes"
+        ],
+    },
 ]
