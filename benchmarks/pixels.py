@@ -26,7 +26,8 @@ Six parts, each appending rows (``part``: encoders | env | train | deploy | stee
   demonstrations (every fifth episode held out), the object's and the goal's x, y (the simulator's state, used
   here only as labels) are read out of the embedding by ridge regression and by a small MLP; the arm's proprio
   alone is the floor, and the base's observation encoder trained afresh on the labels (``--probe-steps``) shows
-  what the pixels hold: R² and the error in cm on the held-out windows.
+  what the pixels hold: R² and the error in cm on the held-out windows. With ``--evals``, each
+  ``robosteer-eval`` run's success by the third of the goal's y its episodes drew.
 
 Run: ``python benchmarks/pixels.py encoders env`` (minutes), ``python benchmarks/pixels.py deploy --base <run>``, ``python benchmarks/pixels.py train --tasks push-v3
 --policies diffusion --obs pixels state --seeds 0 1`` (45 min of CPU per cell).
@@ -411,6 +412,33 @@ def probe_rows(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def goal_thirds_rows(evals: list[Path]) -> list[dict]:
+    """Success of each ``robosteer-eval`` run by the third of the goal's y its episodes drew (each episode's goal
+    replayed from its seed): an actor that cannot see the goal along y aims at one y, and its success falls
+    with the distance from it; one that sees it does not."""
+    from robosteer.sim.metaworld_env import MetaWorldEnv
+
+    rows, envs = [], {}
+    for ev in evals:
+        m = json.loads((Path(ev) / "metrics.json").read_text())
+        env = envs.setdefault(m["task"], MetaWorldEnv(m["task"]))
+        goal_y = np.array(
+            [env.reset(seed=int(s))[0]["state"][PROBE_TARGETS["goal y"]] for s in m["episode_seeds"]]
+        )
+        third = np.digitize(
+            goal_y, np.quantile(goal_y, [1 / 3, 2 / 3])
+        )  # (episodes,) 0 low, 1 middle, 2 high
+        ok = np.asarray(m["successes"], dtype=bool)
+        row = {"part": "probe_goal", "task": m["task"], "eval": str(ev), "which": m.get("which")}
+        row |= {"steered": bool(m.get("steered")), "episodes": len(ok), "success_rate": float(ok.mean())}
+        row |= {"thirds": [float(ok[third == t].mean()) for t in range(3)]}
+        row |= {"thirds_episodes": [int((third == t).sum()) for t in range(3)]}
+        row |= {"goal_y_cm": [float(100 * goal_y.min()), float(100 * goal_y.max())]}
+        rows.append(row)
+        print(f"| {ev} | {row['success_rate']:.2f} | " + " | ".join(f"{x:.2f}" for x in row["thirds"]) + " |")
+    return rows
+
+
 def deploy_rows(args: argparse.Namespace, out: Path) -> list[dict]:
     """The pixel policy ``args.base`` on the sim twin at 80 Hz, per mode, beside robosteer-eval of it."""
     if not args.base:
@@ -469,6 +497,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--probe-steps", type=int, default=3000, help="probe: training steps of the freshly drawn encoder"
     )
+    parser.add_argument(
+        "--evals",
+        nargs="*",
+        type=Path,
+        default=[],
+        help="probe: robosteer-eval run directories whose success is split by the goal's y",
+    )
     parser.add_argument("--modes", nargs="+", default=["sync", "async"], help="deploy: runtime modes")
     parser.add_argument("--seconds", type=float, default=10.0, help="encoders / env: measuring time per cell")
     parser.add_argument("--batch-size", type=int, default=64)
@@ -521,7 +556,12 @@ def main(argv: list[str] | None = None) -> int:
             rows = deploy_rows(args, out)
         elif part == "probe":
             print("| target | read out of | R² | error cm |\n|---|---|---:|---:|")
-            rows = probe_rows(args)
+            rows = probe_rows(args) if args.base or not args.evals else []
+            if args.evals:
+                print(
+                    "| robosteer-eval | success | goal y: low third | middle | high third |\n|---|---:|---:|---:|---:|"
+                )
+                rows += goal_thirds_rows(args.evals)
         elif part == "steer":
             print(
                 "| task | seed | base, same ep. | final, 100 ep. | best, 100 ep. | env steps | wall min |\n|---|---:|---:|---:|---:|---:|---:|"

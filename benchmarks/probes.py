@@ -108,7 +108,7 @@ def _leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def cli_probes() -> list[Probe]:
-    from robosteer.scripts.cli import POSITIVE, _compose, _groups
+    from robosteer.scripts.cli import POSITIVE, _compose, _defaults
 
     probes = []
     for config in COMMANDS:
@@ -132,7 +132,7 @@ def cli_probes() -> list[Probe]:
                 add(f"{key}=fast", "expected a number")
         for key in [k for k in base if k != "hydra"]:
             add(f"{key}x=1", "nearest valid choice")
-        for group in sorted(_groups(config)):
+        for group in sorted(_defaults(config)):
             add(f"{group}=bogus", "is not known")
         probes.append(
             Probe(

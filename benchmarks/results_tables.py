@@ -901,6 +901,37 @@ def pixels_probe(rows: list[Row]) -> str:
     return caption + "\n\n" + table(["target", "spread, cm", *readouts], body)
 
 
+def pixels_probe_goal(rows: list[Row]) -> str:
+    """robosteer-eval runs' success split by the third of the goal's y their episodes drew."""
+    cells = last_per([r for r in rows if r["part"] == "probe_goal"], lambda r: r["eval"])
+    body = [
+        [
+            f"`{r['eval'].removeprefix('runs/pixels/')}`",
+            "steered" if r["steered"] else "base",
+            r["which"],
+            num(r["success_rate"]),
+            *(f"{x:.2f} ({n})" for x, n in zip(r["thirds"], r["thirds_episodes"], strict=True)),
+        ]
+        for r in cells.values()
+    ]
+    first = next(iter(cells.values()))
+    caption = prose(
+        f"{measured(list(cells.values()))} Each run's {first['episodes']} episodes split into thirds by the goal's "
+        f"y (from {first['goal_y_cm'][0]:.1f} to {first['goal_y_cm'][1]:.1f} cm), each episode's goal replayed from "
+        "its seed; success in each third (episodes)."
+    )
+    columns = [
+        "robosteer-eval of (runs/pixels/…)",
+        "acts",
+        "which",
+        "success",
+        "goal y: low third",
+        "middle",
+        "high third",
+    ]
+    return caption + "\n\n" + table(columns, body)
+
+
 def pixels_deploy(rows: list[Row]) -> str:
     """A pixel policy on the sim twin at 80 Hz (rendering its camera every tick) beside robosteer-eval of it."""
     cells = last_per([r for r in rows if r["part"] == "deploy"], lambda r: (r["task"], r["base"], r["mode"]))
@@ -1000,6 +1031,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "pixels_train": pixels_train,
     "pixels_weak_bases": pixels_weak_bases,
     "pixels_probe": pixels_probe,
+    "pixels_probe_goal": pixels_probe_goal,
     "pixels_steer": pixels_steer,
     "pixels_deploy": pixels_deploy,
     "expo_vs_rlpd": expo_vs_rlpd,

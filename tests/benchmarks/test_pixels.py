@@ -157,3 +157,19 @@ def test_probe_reads_every_target_out_of_every_input_on_held_out_episodes(tiny_p
     goal_y = {r["readout"]: r for r in rows if r["target"] == "goal y"}
     want = [f"{goal_y[ro]['r2']:.2f} ({goal_y[ro]['rmse_cm']:.1f} cm)" for ro in readouts]
     assert lines[-1] == f"| goal y | {goal_y[readouts[0]]['spread_cm']:.1f} | " + " | ".join(want) + " |"
+
+
+def test_goal_thirds_split_an_evaluation_by_the_goal_each_seed_draws(tmp_path: Path) -> None:
+    from robosteer.sim.metaworld_env import MetaWorldEnv
+
+    seeds = list(range(300, 330))
+    env = MetaWorldEnv("push-v3")
+    goal_y = np.array([env.reset(seed=s)[0]["state"][37] for s in seeds])  # Meta-World v3: goal at 36:39
+    low = goal_y <= np.sort(goal_y)[9]  # the ten lowest goals along y succeed, no other
+    metrics = {"task": "push-v3", "which": "latest", "steered": True, "episode_seeds": seeds}
+    metrics["successes"] = low.tolist()
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    (row,) = pixels.goal_thirds_rows([tmp_path])
+    assert row["thirds"] == [1.0, 0.0, 0.0] and row["thirds_episodes"] == [10, 10, 10]
+    assert row["success_rate"] == pytest.approx(1 / 3) and row["episodes"] == 30
+    assert row["goal_y_cm"] == pytest.approx([100 * goal_y.min(), 100 * goal_y.max()])

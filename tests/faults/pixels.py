@@ -186,4 +186,13 @@ FAULTS = [
             "tests/benchmarks/test_pixels.py::test_probe_reads_every_target_out_of_every_input_on_held_out_episodes"
         ],
     },
+    {
+        "name": "pixels probe: evaluations are split by the goal's x, not its y",
+        "file": "benchmarks/pixels.py",
+        "old": '[0]["state"][PROBE_TARGETS["goal y"]]',
+        "new": '[0]["state"][PROBE_TARGETS["goal x"]]',
+        "tests": [
+            "tests/benchmarks/test_pixels.py::test_goal_thirds_split_an_evaluation_by_the_goal_each_seed_draws"
+        ],
+    },
 ]
