@@ -297,9 +297,11 @@ PROBE_TARGETS = {"object x": 4, "object y": 5, "goal x": 36, "goal y": 37}
 
 
 def _fit_scores(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per target: R² and root-mean-square error of ``pred`` against ``truth`` (N, T)."""
-    err = ((pred - truth) ** 2).mean(0)
-    return 1.0 - err / truth.var(0), np.sqrt(err)
+    """Per target: R² and root-mean-square error of ``pred`` against ``truth`` (N, T); R² is NaN where the
+    target does not vary over ``truth`` (one held-out episode holds one goal)."""
+    err, var = ((pred - truth) ** 2).mean(0), truth.var(0)
+    varies = var > 1e-12  # a spread under a micrometre is rounding, not a target that moves
+    return np.where(varies, 1.0 - err / np.where(varies, var, 1.0), np.nan), np.sqrt(err)
 
 
 def probe_rows(args: argparse.Namespace) -> list[dict]:
@@ -349,7 +351,10 @@ def probe_rows(args: argparse.Namespace) -> list[dict]:
         w = np.linalg.solve(x[~test].T @ x[~test] + 1e-3 * np.eye(x.shape[1]), x[~test].T @ y[~test])
         return x[test] @ w
 
-    ym, ys = y[~test].mean(0), y[~test].std(0)
+    ym, ys = (
+        y[~test].mean(0),
+        np.maximum(y[~test].std(0), 1e-6),
+    )  # a goal fixed over the fitted windows: no NaN
     target = torch.tensor((y - ym) / ys, dtype=torch.float32)  # (N, 4) standardised labels
     train_idx = np.flatnonzero(~test)
     rng = np.random.default_rng(0)
@@ -400,7 +405,8 @@ def probe_rows(args: argparse.Namespace) -> list[dict]:
         r2, rmse = _fit_scores(pred, y[test])
         for j, name in enumerate(PROBE_TARGETS):
             row = {"task": base.task, "base": str(args.base), "which": which, "target": name}
-            row |= {"readout": readout, "r2": float(r2[j]), "rmse_cm": float(100 * rmse[j])}
+            row |= {"readout": readout, "r2": float(r2[j]) if np.isfinite(r2[j]) else None}
+            row |= {"rmse_cm": float(100 * rmse[j])}
             row |= {
                 "spread_cm": float(100 * y[test][:, j].std()),
                 "windows": len(y),
@@ -408,7 +414,7 @@ def probe_rows(args: argparse.Namespace) -> list[dict]:
             }
             row |= {"probe_steps": args.probe_steps, "wall_time_s": time.perf_counter() - t0}
             rows.append(row)
-            print(f"| {name} | {readout} | {r2[j]:.2f} | {100 * rmse[j]:.1f} |", flush=True)
+            print(f"| {name} | {readout} | {r2[j]:.2f} | {100 * rmse[j]:.1f} |", flush=True)  # nan: constant
     return rows
 
 

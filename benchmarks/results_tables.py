@@ -874,6 +874,11 @@ def pixels_steer(rows: list[Row]) -> str:
     return caption + "\n\n" + table(columns, body)
 
 
+def r2_text(r2: float | None) -> str:
+    """R² with two decimals; "–" where the held-out target did not vary (R² undefined)."""
+    return "–" if r2 is None else f"{r2:.2f}"
+
+
 def pixels_probe(rows: list[Row]) -> str:
     """What the pixel base's embedding tells of the object and the goal, beside the proprio and a trained encoder."""
     cells = last_per(
@@ -885,7 +890,7 @@ def pixels_probe(rows: list[Row]) -> str:
     body = [
         [target, f"{cells[(first['base'], target, readouts[0])]['spread_cm']:.1f}"]
         + [
-            f"{cells[(first['base'], target, ro)]['r2']:.2f} ({cells[(first['base'], target, ro)]['rmse_cm']:.1f} cm)"
+            f"{r2_text(cells[(first['base'], target, ro)]['r2'])} ({cells[(first['base'], target, ro)]['rmse_cm']:.1f} cm)"
             for ro in readouts
         ]
         for target in targets

@@ -2,13 +2,58 @@
 composes a command's config, as each console script's main() does before Hydra runs.
 
 The optional GPU backend's environment (.venv-gpu, `make gpu-test`) has no Hydra and its tests compose
-no config, so the registration is skipped there rather than failing the whole session at import."""
+no config, so the registration is skipped there rather than failing the whole session at import.
+
+``pixel_base_run``: one tiny policy trained from pixels, collected and trained once per session, for the script
+and benchmark tests that steer, evaluate or probe a pixel base."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 if importlib.util.find_spec("hydra") is not None:
     from robosteer.scripts import schemas
 
     schemas.register(eval_sources=True)  # the tests compose robosteer-eval's config too
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MUJOCO_GL": "egl"}
+
+
+@pytest.fixture(scope="session")
+def pixel_base_run(tmp_path_factory) -> tuple[Path, Path]:
+    """(work dir, a tiny diffusion run trained with obs=pixels on 2 push-v3 demos at 32 px, in <work>/base)."""
+    work = tmp_path_factory.mktemp("pixels")
+
+    def run(module: str, *args: str) -> None:
+        cmd = [sys.executable, "-m", module, *args, "progress=false"]
+        p = subprocess.run(cmd, cwd=work, env=ENV, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-3000:]
+
+    run("robosteer.scripts.collect", "task=push-v3", "episodes=2", "obs=pixels", "image_size=32", "out=demos")
+    tiny = [
+        "policy.mlp_hidden_dim=32",
+        "policy.mlp_n_blocks=1",
+        "policy.time_embed_dim=16",
+        "policy.horizon=8",
+    ]
+    tiny += ["policy.n_action_steps=4", "policy.num_inference_steps=2", "policy.rgb_channels=[8]"]
+    tiny += ["policy.n_obs_steps=2"]  # a stacked window (obs=pixels defaults to 1): per-step faults show
+    data = f"dataset={work / 'demos' / 'demos.hdf5'}"
+    run(
+        "robosteer.scripts.train",
+        data,
+        "obs=pixels",
+        "steps=3",
+        "batch_size=16",
+        "lr_warmup_steps=1",
+        *tiny,
+        "out=base",
+    )
+    return work, work / "base"

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +16,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import dsrl_steering
 import pixels
 
-ROOT = Path(__file__).resolve().parents[2]
 UNSEEN = {"latest": 0.55, "best": 0.61, "ema": 0.45}  # what robosteer-eval scores (ema: the base itself)
 
 
@@ -97,46 +94,14 @@ def test_read_out_scores_by_hand() -> None:
     assert rmse[0] == pytest.approx(np.sqrt(2 / 3))
 
 
-@pytest.fixture(scope="module")
-def tiny_pixel_base(tmp_path_factory) -> Path:
-    """A tiny diffusion run trained with obs=pixels (To=2) on 3 push-v3 demos at 32 px."""
-    work = tmp_path_factory.mktemp("probe")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MUJOCO_GL": "egl"}
-
-    def run(module: str, *args: str) -> None:
-        cmd = [sys.executable, "-m", module, *args, "progress=false"]
-        p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=300)
-        assert p.returncode == 0, p.stderr[-3000:]
-
-    run("robosteer.scripts.collect", "task=push-v3", "episodes=3", "obs=pixels", "image_size=32", "out=demos")
-    tiny = [
-        "policy.mlp_hidden_dim=32",
-        "policy.mlp_n_blocks=1",
-        "policy.time_embed_dim=16",
-        "policy.horizon=8",
-    ]
-    tiny += ["policy.n_action_steps=4", "policy.num_inference_steps=2", "policy.rgb_channels=[8]"]
-    data = f"dataset={work / 'demos' / 'demos.hdf5'}"
-    run(
-        "robosteer.scripts.train",
-        data,
-        "obs=pixels",
-        "steps=3",
-        "batch_size=16",
-        "policy.n_obs_steps=2",
-        *tiny,
-        "out=base",
-    )
-    return work / "base"
-
-
-def test_probe_reads_every_target_out_of_every_input_on_held_out_episodes(tiny_pixel_base: Path) -> None:
+def test_probe_reads_every_target_out_of_every_input_on_held_out_episodes(pixel_base_run) -> None:
     import h5py
     from results_tables import Row, pixels_probe
 
-    args = argparse.Namespace(base=str(tiny_pixel_base), steer_overrides=[], threads=1, probe_steps=5)
+    work, base = pixel_base_run  # a tiny To=2 diffusion run on 2 push-v3 demos at 32 px (tests/conftest.py)
+    args = argparse.Namespace(base=str(base), steer_overrides=[], threads=1, probe_steps=5)
     rows = pixels.probe_rows(args)
-    with h5py.File(tiny_pixel_base.parent / "demos" / "demos.hdf5", "r") as f:
+    with h5py.File(work / "demos" / "demos.hdf5", "r") as f:
         lengths = [len(f["data"][k]["obs"]["state"]) for k in sorted(f["data"].keys())]
     readouts = [
         "proprio, ridge",
@@ -147,15 +112,18 @@ def test_probe_reads_every_target_out_of_every_input_on_held_out_episodes(tiny_p
     assert [(r["readout"], r["target"]) for r in rows] == [
         (ro, t) for ro in readouts for t in pixels.PROBE_TARGETS
     ]
-    for r in rows:  # episode 0 of the three is held out (every fifth), the others fit the read-outs
+    for r in rows:  # episode 0 of the two is held out (every fifth), the other fits the read-outs
         assert (r["windows"], r["test_windows"]) == (sum(lengths), lengths[0])
-        assert np.isfinite([r["r2"], r["rmse_cm"], r["spread_cm"]]).all() and r["rmse_cm"] >= 0
+        assert np.isfinite([r["rmse_cm"], r["spread_cm"]]).all() and r["rmse_cm"] >= 0
+        # one held-out episode holds one goal: its R² is undefined, not a number; the pushed object moves
+        assert (r["r2"] is None) == r["target"].startswith("goal"), r
+        assert r["r2"] is None or np.isfinite(r["r2"])
         assert r["which"] == "ema" and r["task"] == "push-v3"
     page = pixels_probe([Row(part="probe", commit="c", machine="m", load=1.0, **r) for r in rows])
     lines = [ln for ln in page.splitlines() if ln.startswith("| ")]
     assert lines[0] == "| target | spread, cm | " + " | ".join(readouts) + " |"
     goal_y = {r["readout"]: r for r in rows if r["target"] == "goal y"}
-    want = [f"{goal_y[ro]['r2']:.2f} ({goal_y[ro]['rmse_cm']:.1f} cm)" for ro in readouts]
+    want = [f"– ({goal_y[ro]['rmse_cm']:.1f} cm)" for ro in readouts]
     assert lines[-1] == f"| goal y | {goal_y[readouts[0]]['spread_cm']:.1f} | " + " | ".join(want) + " |"
 
 

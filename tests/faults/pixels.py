@@ -173,8 +173,8 @@ FAULTS = [
     {
         "name": "pixels probe: R² divides by the spread, not the variance",
         "file": "benchmarks/pixels.py",
-        "old": "    return 1.0 - err / truth.var(0), np.sqrt(err)\n",
-        "new": "    return 1.0 - err / truth.std(0), np.sqrt(err)\n",
+        "old": "    err, var = ((pred - truth) ** 2).mean(0), truth.var(0)\n",
+        "new": "    err, var = ((pred - truth) ** 2).mean(0), truth.std(0)\n",
         "tests": ["tests/benchmarks/test_pixels.py::test_read_out_scores_by_hand"],
     },
     {
