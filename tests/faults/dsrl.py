@@ -59,15 +59,15 @@ FAULTS = [
     _f(
         "dsrl: NA backup reads the online Q^A instead of its target",
         DSRL,
-        "q2 = self.critic_target(s2, a2)",
-        "q2 = self.critic(s2, a2)",
+        "q2 = self.critic_target(c2, a2)",
+        "q2 = self.critic(c2, a2)",
         T_DSRL,
     ),
     _f(
         "dsrl: SAC backup reads the online Q instead of its target",
         DSRL,
-        "q2 = self.critic_target(s2, w2)",
-        "q2 = self.critic(s2, w2)",
+        "q2 = self.critic_target(c2, w2)",
+        "q2 = self.critic(c2, w2)",
         T_DSRL,
     ),
     _f(
@@ -117,8 +117,8 @@ FAULTS = [
     _f(
         "dsrl: actor loss heads always min (ignores backup)",
         DSRL,
-        "q_pi = actor_critic.reduce(actor_critic(s, w), self.config.backup)",
-        'q_pi = actor_critic.reduce(actor_critic(s, w), "min")',
+        "q_pi = actor_critic.reduce(actor_critic(c, w), self.config.backup)",
+        'q_pi = actor_critic.reduce(actor_critic(c, w), "min")',
         T_DSRL,
     ),
     _f(
