@@ -324,12 +324,12 @@ def probe_rows(args: argparse.Namespace) -> list[dict]:
     base = load_policy(args.base, which=which)
     embedding = BaseEmbedding(base)
     dataset = read_checkpoint_config(find_checkpoint(Path(args.base), "latest")[0])["dataset"][0]
-    windows: dict[str, list[np.ndarray]] = {k: [] for k in embedding.raw_keys}
-    labels, episode = [], []
     if "proprio" not in embedding.raw_keys:
         raise SystemExit(
             f"probe: the base reads {list(embedding.raw_keys)}; it needs a base trained with obs=pixels"
         )
+    windows: dict[str, list[np.ndarray]] = {k: [] for k in embedding.raw_keys}
+    labels, episode = [], []
     to = int(base.config.n_obs_steps)
     with h5py.File(dataset, "r") as f:
         for i, name in enumerate(sorted(f["data"].keys())):
@@ -351,10 +351,8 @@ def probe_rows(args: argparse.Namespace) -> list[dict]:
         w = np.linalg.solve(x[~test].T @ x[~test] + 1e-3 * np.eye(x.shape[1]), x[~test].T @ y[~test])
         return x[test] @ w
 
-    ym, ys = (
-        y[~test].mean(0),
-        np.maximum(y[~test].std(0), 1e-6),
-    )  # a goal fixed over the fitted windows: no NaN
+    ym = y[~test].mean(0)
+    ys = np.maximum(y[~test].std(0), 1e-6)  # a goal fixed over the fitted windows divides by no zero
     target = torch.tensor((y - ym) / ys, dtype=torch.float32)  # (N, 4) standardised labels
     train_idx = np.flatnonzero(~test)
     rng = np.random.default_rng(0)

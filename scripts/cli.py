@@ -103,12 +103,12 @@ def _first_line(err: BaseException) -> str:
 
 def problems(config_name: str, args: list[str]) -> None:
     """Raise :class:`CliError` for the first mistake in ``args`` (``key=value`` overrides of ``config_name``)."""
-    groups, group_args, plain = set(_defaults(config_name)), [], []
+    defaults, group_args, plain = _defaults(config_name), [], []
     for arg in args:
         key, eq, value = arg.partition("=")
         if not eq:
             raise CliError(f"{arg!r} is not an override: expected key=value, e.g. episodes=10")
-        (group_args if key in groups else plain).append((arg, key, value))
+        (group_args if key in defaults else plain).append((arg, key, value))
     for _, key, value in group_args:  # a config group choice: policy=flow, algo=expo, robot=ur, ...
         options = list(GROUP_OPTIONS.get((config_name, key), _options(key)))
         if value not in options:
@@ -122,7 +122,7 @@ def problems(config_name: str, args: list[str]) -> None:
         try:
             _check_key(base, key)
         except CliError:
-            owner = _owning_option(config_name, groups, group_args, key)
+            owner = _owning_option(config_name, defaults, group_args, key)
             if owner is None:
                 raise
             raise CliError(f"unknown key {key!r} here: it is a setting of {owner}") from None
@@ -145,13 +145,13 @@ def problems(config_name: str, args: list[str]) -> None:
 
 
 def _owning_option(
-    config_name: str, groups: set[str], group_args: list[tuple[str, str, str]], key: str
+    config_name: str, defaults: dict[str, str], group_args: list[tuple[str, str, str]], key: str
 ) -> str | None:
     """The other choice of a config group that has ``key`` (``critic_obs`` under ``algo=expo`` belongs to
     ``algo=dsrl``), so an option of another algorithm, policy or robot is named as such, not as a typo."""
     chosen = {k: v for _, k, v in group_args}
     top = re.compile(rf"\b{re.escape(key.split('.')[0])}\b")  # a typo names no option's key: no compose
-    for group in sorted(groups):
+    for group in sorted(defaults):
         for option in GROUP_OPTIONS.get((config_name, group), _options(group)):
             if chosen.get(group) == option or not top.search(
                 (Path(CONFIG_DIR) / group / f"{option}.yaml").read_text()
@@ -163,7 +163,7 @@ def _owning_option(
             except Exception:  # an option that needs other choices is simply not the owner
                 continue
             if OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT:
-                here = f"{group}={chosen.get(group) or _defaults(config_name)[group]}"
+                here = f"{group}={chosen.get(group, defaults[group])}"
                 return f"{group}={option}, not of {here}"
     return None
 
