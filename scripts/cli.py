@@ -153,9 +153,8 @@ def _owning_option(
     top = re.compile(rf"\b{re.escape(key.split('.')[0])}\b")  # a typo names no option's key: no compose
     for group in sorted(defaults):
         for option in GROUP_OPTIONS.get((config_name, group), _options(group)):
-            if chosen.get(group) == option or not top.search(
-                (Path(CONFIG_DIR) / group / f"{option}.yaml").read_text()
-            ):
+            path = Path(CONFIG_DIR) / group / f"{option}.yaml"  # none for a schema's option (eval's sources)
+            if chosen.get(group) == option or (path.exists() and not top.search(path.read_text())):
                 continue
             overrides = [f"{k}={v}" for k, v in chosen.items() if k != group] + [f"{group}={option}"]
             try:

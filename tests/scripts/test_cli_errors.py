@@ -43,6 +43,9 @@ MISTAKES = [
     ("robosteer-train", "train", [], "missing required key: dataset="),
     ("robosteer-deploy", "deploy", ["robot=sim_twin"], "missing required key: policy="),  # the user's key
     ("robosteer-eval", "eval", ["episodes"], "'episodes' is not an override: expected key=value"),
+    # eval's policy group holds schema options (no YAML file to search): a typo is still named as a typo
+    ("robosteer-eval", "eval", ["policyx=1"], "unknown key 'policyx'; nearest valid choice: 'policy'"),
+    ("robosteer-eval", "eval", ["actor_obs=encoder"], "unknown key 'actor_obs'"),
 ]
 
 
