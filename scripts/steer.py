@@ -12,6 +12,7 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ class Steering:
     offline_path: str | None  # the demonstrations ``offline=`` resolved to (:func:`offline_path`)
     embedding: Any = None  # a base that reads pixels: its BaseEmbedding, whose output the learner reads
     critic: tuple[tuple[str, ...], int] | None = None  # critic_obs=state: the critics' (keys, obs_dim)
+    own_encoder: bool = False  # DSRL actor_obs=encoder: the actor reads the raw windows (``keys``) itself
 
     @property
     def stored_keys(self) -> tuple[str, ...]:
@@ -68,7 +70,9 @@ class Steering:
             self.exec_steps,
             reward=str(run.reward),
             reward_scale=float(run.reward_scale),
-            obs_transform=None if embedding is None else embedding.transform,
+            obs_transform=None
+            if embedding is None
+            else partial(embedding.transform, keep_raw=self.own_encoder),
         )
         data["taken"] = data.pop("action")
         return data
@@ -101,7 +105,9 @@ class Steering:
             randomization=self.cfg.get("randomization"),
             **kwargs,
         )
-        return env if self.embedding is None else EmbeddedObsEnv(env, self.embedding)
+        return (
+            env if self.embedding is None else EmbeddedObsEnv(env, self.embedding, keep_raw=self.own_encoder)
+        )
 
 
 CRITIC_OBS = ("policy", "state")
@@ -139,6 +145,27 @@ def asymmetric_critic(
     return ("state",), to * state_dim
 
 
+ACTOR_OBS = ("embedding", "encoder")
+
+
+def actor_obs(cfg: DictConfig, shape_meta: dict[str, Any]) -> bool:
+    """``actor_obs=encoder`` (DSRL, a base that reads pixels): whether the actor trains an encoder of its own
+    (a copy of the base's) on the raw windows, instead of reading the base's frozen embedding."""
+    from robosteer.policies.steering.embedding import reads_images
+
+    choice = str(cfg.get("actor_obs", "embedding"))
+    if choice not in ACTOR_OBS:
+        raise UsageError(
+            f"actor_obs={choice!r} is not known: expected one of {list(ACTOR_OBS)} (default embedding)"
+        )
+    if choice == "encoder" and not reads_images(shape_meta):
+        raise UsageError(
+            f"actor_obs=encoder trains a copy of a pixel base's image encoder; base={cfg.base} reads "
+            f"{sorted(shape_meta['obs'])}, no camera: drop actor_obs"
+        )
+    return choice == "encoder"
+
+
 def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., dict[str, Any]]]:
     """DSRL-NA / DSRL-SAC over the base's latent noise (offline demos: NA's critic only)."""
     from robosteer.policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
@@ -149,6 +176,15 @@ def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
             f"offline={cfg.offline} needs variant=na: DSRL-SAC's critic is over latents, not actions"
         )
     offline = s.offline()
+    critic = s.critic
+    encoder = None
+    if (
+        s.own_encoder
+    ):  # the actor's own encoder; the critics read the base's embedding unless critic_obs=state
+        from robosteer.policies.steering.embedding import EMBED_KEY, PixelEncoder
+
+        encoder = PixelEncoder(s.base)
+        critic = critic or ((EMBED_KEY,), s.embedding.dim)
     agent = DSRL(
         s.embedding or s.base,  # pixels: the learner reads the base's embedding, and decodes from it
         s.obs_dim,
@@ -156,8 +192,9 @@ def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
         DSRLConfig(**OmegaConf.to_container(cfg.dsrl, resolve=True)),
         obs_keys=s.keys,
         device=s.device,
-        critic_keys=s.critic[0] if s.critic else None,
-        critic_obs_dim=s.critic[1] if s.critic else None,
+        critic_keys=critic[0] if critic else None,
+        critic_obs_dim=critic[1] if critic else None,
+        actor_encoder=encoder,
     )
     return agent, offline, run_dsrl
 
@@ -229,10 +266,10 @@ def steerability(
         if value < 2:
             raise ValueError(f"steerability.{key}={value}: expected at least 2 (default {default})")
     if offline is not None:
-        states = sample_states(offline, None, s.keys, n, seed)
+        states = sample_states(offline, None, agent.obs_keys, n, seed)
     else:
         with s.make_env(int(s.cfg.num_envs)) as env:
-            states = sample_states(None, env, s.keys, n, seed)
+            states = sample_states(None, env, agent.obs_keys, n, seed)
     gen = torch.Generator(device=agent.device).manual_seed(seed)
     saved = get_rng_state()  # the check never moves the training run's random streams
     try:
@@ -518,6 +555,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             raise ValueError(f"the base {cfg.base} names no task: pass task=<name>")
     to, ta = base.config.n_obs_steps, base.config.n_action_steps
     embedding = None
+    own_encoder = actor_obs(cfg, base.shape_meta)
     if reads_images(base.shape_meta):  # pixels: steer over the base's own observation embedding
         if served:
             raise UsageError(
@@ -526,6 +564,8 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             )
         embedding = BaseEmbedding(base)
         keys, obs_dim = (EMBED_KEY,), embedding.dim
+        if own_encoder:  # the actor reads the base's raw inputs through an encoder of its own
+            keys = embedding.raw_keys
     else:
         keys = tuple(base.shape_meta["obs"])
         obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
@@ -541,7 +581,19 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     exec_steps = exec_steps_of(cfg, ta)  # env steps per MDP action
     offline_file = offline_path(cfg, algo, ckpt_dir)
     steering = Steering(
-        cfg, base, task, keys, to, ta, exec_steps, obs_dim, device, offline_file, embedding, critic
+        cfg,
+        base,
+        task,
+        keys,
+        to,
+        ta,
+        exec_steps,
+        obs_dim,
+        device,
+        offline_file,
+        embedding,
+        critic,
+        own_encoder,
     )
     agent, offline, run_loop = build(steering)
     run_cfg = OnlineRunConfig(**{**OmegaConf.to_container(cfg.run, resolve=True), "device": str(device)})

@@ -4,7 +4,7 @@ One replay buffer, one critic ensemble, one tanh-Gaussian actor, one temperature
 composes these instead of re-implementing them.
 """
 
-from robosteer.policies.rl.actor import TanhGaussianActor
+from robosteer.policies.rl.actor import EncodedActor, TanhGaussianActor
 from robosteer.policies.rl.critic import CriticEnsemble, NormalizedCritic, polyak_update
 from robosteer.policies.rl.nets import EnsembleLinear, mlp
 from robosteer.policies.rl.offline import chunk_transitions
@@ -13,6 +13,7 @@ from robosteer.policies.rl.temperature import Temperature
 
 __all__ = [
     "CriticEnsemble",
+    "EncodedActor",
     "EnsembleLinear",
     "NormalizedCritic",
     "ReplayBuffer",

@@ -81,3 +81,26 @@ class TanhGaussianActor(nn.Module):
         mu, std = self.distribution(obs)
         u = torch.atanh((action / self.scale).clamp(-1 + 1e-6, 1 - 1e-6))
         return self.log_prob_pre_tanh(u, mu, std)
+
+
+class EncodedActor(nn.Module):
+    """A :class:`TanhGaussianActor` over raw observations: ``encoder`` {key: (B, To, ...)} → (B, F) feeds
+    ``head``, and the actor's loss trains both. An actor that learns what its own inputs hold, where a frozen
+    encoder's features leave out what the task needs (a pixel base's embedding can drop the goal)."""
+
+    def __init__(self, encoder: nn.Module, head: TanhGaussianActor) -> None:
+        super().__init__()
+        self.encoder, self.head = encoder, head
+        self.action_dim = head.action_dim
+
+    def forward(
+        self,
+        obs: dict[str, torch.Tensor],
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sample an action (B, Da) and its log-probability (B,) for raw observation windows."""
+        return self.head(self.encoder(obs), deterministic=deterministic, generator=generator)
+
+    def log_prob(self, obs: dict[str, torch.Tensor], action: torch.Tensor) -> torch.Tensor:
+        return self.head.log_prob(self.encoder(obs), action)

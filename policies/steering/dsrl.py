@@ -24,10 +24,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from robosteer.policies.acting import ChunkPolicy
-from robosteer.policies.rl import CriticEnsemble, ReplayBuffer, TanhGaussianActor, Temperature, polyak_update
+from robosteer.policies.rl import (
+    CriticEnsemble,
+    EncodedActor,
+    ReplayBuffer,
+    TanhGaussianActor,
+    Temperature,
+    polyak_update,
+)
 from robosteer.policies.rl.nets import optimizer_step
 from robosteer.policies.rl.replay import sample_mixed
-from robosteer.policies.steering.embedding import EMBED_KEY, BaseEmbedding
+from robosteer.policies.steering.embedding import EMBED_KEY, BaseEmbedding, PixelEncoder
 from robosteer.policies.steering.loop import (
     Flags,
     Obs,
@@ -121,6 +128,10 @@ class DSRL(OnlineLearner):
     ``critic_keys`` / ``critic_obs_dim``: what the critics (Q^A, Q^W) read instead, when that differs: an
     asymmetric actor-critic, whose critics read the simulator's privileged ``state`` while the actor, the only
     network that acts, reads the policy's inputs. The replay keeps both (``obs_keys``).
+    ``actor_encoder``: the actor reads raw windows of ``obs_keys`` through this trainable encoder (its
+    ``out_dim`` replaces ``obs_dim``; e.g. :class:`~policies.steering.embedding.PixelEncoder`), which its loss
+    trains; the critics then need ``critic_keys``. A base seen through its embedding adds ``EMBED_KEY`` to
+    what the replay keeps: chunks decode from it.
     """
 
     def __init__(
@@ -133,6 +144,7 @@ class DSRL(OnlineLearner):
         device: str | torch.device = "cpu",
         critic_keys: tuple[str, ...] | None = None,
         critic_obs_dim: int | None = None,
+        actor_encoder: nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.config = cfg = config or DSRLConfig()
@@ -141,9 +153,15 @@ class DSRL(OnlineLearner):
             raise ValueError(
                 "DSRL: critic_keys and critic_obs_dim go together (an asymmetric critic's inputs)"
             )
+        if actor_encoder is not None and critic_keys is None:
+            raise ValueError("DSRL: an actor with its own encoder needs the critics' inputs (critic_keys)")
         self.actor_keys = tuple(obs_keys)
         self.critic_keys = tuple(critic_keys) if critic_keys is not None else self.actor_keys
-        self.obs_keys = tuple(dict.fromkeys(self.actor_keys + self.critic_keys))  # what the replay stores
+        decode_keys = (EMBED_KEY,) if isinstance(base, BaseEmbedding) else ()
+        # what the replay stores: the actor's inputs, the critics', and what the base decodes from
+        self.obs_keys = tuple(dict.fromkeys(self.actor_keys + self.critic_keys + decode_keys))
+        self.encoded = actor_encoder is not None
+        obs_dim = int(actor_encoder.out_dim) if actor_encoder is not None else obs_dim
         self.obs_dim = int(obs_dim)
         self.critic_obs_dim = int(critic_obs_dim) if critic_obs_dim is not None else self.obs_dim
         self.exec_slice = exec_slice
@@ -152,7 +170,7 @@ class DSRL(OnlineLearner):
         self.latent_dim = math.prod(self.latent_shape)
         self.exec_dim = len(range(*exec_slice.indices(self.noise_shape[0]))) * self.noise_shape[1]
         kw = {"hidden": cfg.hidden, "num_critics": cfg.num_critics, "layer_norm": True, "act": cfg.activation}
-        self.actor = TanhGaussianActor(
+        head = TanhGaussianActor(
             obs_dim,
             self.latent_dim,
             hidden=cfg.hidden,
@@ -162,6 +180,7 @@ class DSRL(OnlineLearner):
             zero_init=True,
             scale_in_log_prob=False,  # SB3 scores the [-1, 1] action and rescales outside the policy
         )
+        self.actor: nn.Module = head if actor_encoder is None else EncodedActor(actor_encoder, head).eval()
         # the Polyak-averaged actor that acts where the run is judged (``actor_tau``); never optimised
         self.actor_avg = copy.deepcopy(self.actor).requires_grad_(False) if cfg.actor_tau > 0 else None
         self.temperature = Temperature(cfg.init_temperature, cfg.target_entropy)
@@ -202,12 +221,15 @@ class DSRL(OnlineLearner):
         return self.base.base if isinstance(self.base, BaseEmbedding) else self.base
 
     @property
-    def acting_actor(self) -> TanhGaussianActor:
+    def acting_actor(self) -> nn.Module:
         """The actor that evaluation and deployment act with: the averaged one when kept, else the trained."""
         return self.actor_avg if self.actor_avg is not None else self.actor
 
-    def features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The actor's input (B, obs_dim): its keys' flattened windows (never the privileged state)."""
+    def features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor | dict[str, torch.Tensor]:
+        """The actor's input (never the privileged state): its keys' flattened windows (B, obs_dim), or the
+        raw windows {key: (B, To, ...)} its own encoder reads."""
+        if self.encoded:
+            return {k: obs[k] for k in self.actor_keys}
         return flat_features(obs, self.actor_keys)
 
     def critic_features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -219,8 +241,9 @@ class DSRL(OnlineLearner):
         return self.critic_keys != self.actor_keys
 
     def embed(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Raw obs windows → what the actor and critics read: the same windows, or the base's embedding."""
-        return self.base.embed(obs) if isinstance(self.base, BaseEmbedding) else obs
+        """Raw obs windows → what the actor, the critics and the base read: the same windows, with the base's
+        embedding added when the base is seen through it."""
+        return {**obs, **self.base.embed(obs)} if isinstance(self.base, BaseEmbedding) else obs
 
     def to_noise(self, latent: torch.Tensor) -> torch.Tensor:
         """Latent (B, latent_dim) → the base's initial noise (B, Tp, Da) (rows repeated if ``shared``)."""
@@ -255,7 +278,8 @@ class DSRL(OnlineLearner):
         """One critic + actor + temperature step on a replay batch: ``obs``/``next_obs`` {k: (B, To, D)},
         ``reward``, ``done`` (B,), and ``action`` (B, Ta·Da) executed chunks (NA) or ``latent`` (SAC)."""
         cfg = self.config
-        s, s2 = self.features(batch["obs"]), self.features(batch["next_obs"])  # the actor's (B, obs_dim)
+        self.actor.train()  # an own encoder's random crop augments the gradient steps only (acting: centre)
+        s, s2 = self.features(batch["obs"]), self.features(batch["next_obs"])  # the actor's inputs
         c, c2 = self.critic_features(batch["obs"]), self.critic_features(batch["next_obs"])  # the critics'
         reward, done = batch["reward"].float(), batch["done"].float()
         alpha = self.temperature.alpha
@@ -280,15 +304,17 @@ class DSRL(OnlineLearner):
         actor_loss, logp = self.actor_loss(s, alpha, generator, critic_s=c)
         optimizer_step(self.actor_opt, actor_loss)
         if self.actor_avg is not None:
-            polyak_update(self.actor_avg, self.actor, cfg.actor_tau)
+            polyak_update(self.actor_avg, self.actor, cfg.actor_tau)  # (an own encoder's weights too)
         self.critic_opt.zero_grad(set_to_none=True)  # the actor step leaves grads on the critics: drop them
         if cfg.variant == "na":
             self.noise_critic_opt.zero_grad(set_to_none=True)
 
         optimizer_step(self.temperature_opt, self.temperature.loss(logp))
         polyak_update(self.critic_target, self.critic, cfg.tau)
+        self.actor.eval()
         with torch.no_grad():  # the evaluated (deterministic) latent: saturation shows as |w| → bound
-            mode, _ = self.actor(s, deterministic=True)
+            rows = {k: v[:32] for k, v in s.items()} if isinstance(s, dict) else s  # own encoder: 32 suffice
+            mode, _ = self.actor(rows, deterministic=True)
         return {
             "latent_abs": mode.abs().mean().item(),
             "critic_loss": critic_loss.item(),
@@ -301,7 +327,7 @@ class DSRL(OnlineLearner):
 
     def actor_loss(
         self,
-        s: torch.Tensor,
+        s: torch.Tensor | dict[str, torch.Tensor],
         alpha: torch.Tensor,
         generator: torch.Generator | None = None,
         critic_s: torch.Tensor | None = None,
@@ -475,6 +501,7 @@ class DSRL(OnlineLearner):
             "obs_keys": list(self.actor_keys),
             "critic_keys": list(self.critic_keys),
             "critic_obs_dim": self.critic_obs_dim,
+            "actor_obs": "encoder" if self.encoded else "features",
         }
 
 
@@ -535,9 +562,19 @@ def load_steered_policy(
     cfg = ck.config
     acting = DSRLConfig(**{**cfg["dsrl"], "noise_bank": 0})  # acting needs no distillation bank
     keys = tuple(cfg["obs_keys"])
-    decoder = BaseEmbedding(base) if keys == (EMBED_KEY,) else base
+    encoded = cfg.get("actor_obs") == "encoder"  # the actor's own encoder: rebuilt, its weights loaded below
+    decoder = BaseEmbedding(base) if keys == (EMBED_KEY,) or encoded else base
     critic = (tuple(cfg["critic_keys"]), int(cfg["critic_obs_dim"])) if "critic_keys" in cfg else (None, None)
-    agent = DSRL(decoder, int(cfg["obs_dim"]), slice(*cfg["exec_slice"]), acting, keys, device, *critic)
+    agent = DSRL(
+        decoder,
+        int(cfg["obs_dim"]),
+        slice(*cfg["exec_slice"]),
+        acting,
+        keys,
+        device,
+        *critic,
+        actor_encoder=PixelEncoder(base) if encoded else None,
+    )
     agent.load_state_dict(ck.modules["agent"])
     policy = SteeredPolicy(base, agent.eval(), deterministic=deterministic, trained=trained)
     policy.task = cfg.get("task") or getattr(base, "task", None)

@@ -10,6 +10,10 @@ frozen and far too slow to train beside the critics). So:
   through the CNN once;
 - no privileged state is read anywhere: the embedding is made from the base's own inputs.
 
+DSRL's ``actor_obs=encoder`` is the other choice: its actor trains a :class:`PixelEncoder` of its own (a copy of
+the base's encoder), so the replay keeps the raw windows too (uint8 images) beside the embedding the base
+decodes from.
+
 :class:`BaseEmbedding` is the base seen this way (DSRL's noise decoder over embeddings); :class:`TrainableEmbedding`
 the same base as a module whose denoiser keeps imitating from stored embeddings (EXPO's base);
 :class:`EmbeddedObsEnv` turns a batched env's observation windows into embeddings for the online loop;
@@ -18,6 +22,7 @@ the same base as a module whose denoiser keeps imitating from stored embeddings 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,11 +67,12 @@ class BaseEmbedding:
         cond = self.base.encode_obs({k: obs[k] for k in self.raw_keys})  # (B, G)
         return {EMBED_KEY: cond.unsqueeze(1)}
 
-    def transform(self, windows: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def transform(self, windows: Mapping[str, np.ndarray], keep_raw: bool = False) -> dict[str, np.ndarray]:
         """Raw numpy windows {key: (N, To, ...)} → {EMBED_KEY: (N, 1, G)} float32: the demonstrations'
         ``obs_transform`` (``chunk_transitions``) and the env wrapper's observations alike. Keys the base does
-        not read (the privileged ``state`` an asymmetric critic reads in simulation) pass through unchanged."""
-        kept = {k: v for k, v in windows.items() if k not in self.raw_keys}
+        not read (the privileged ``state`` an asymmetric critic reads in simulation) pass through unchanged;
+        ``keep_raw``: the base's own raw windows too (an actor with its own encoder reads them)."""
+        kept = {k: v for k, v in windows.items() if keep_raw or k not in self.raw_keys}
         return {EMBED_KEY: embed_windows(self, {k: windows[k] for k in self.raw_keys}), **kept}
 
     @torch.no_grad()
@@ -107,6 +113,24 @@ class TrainableEmbedding(nn.Module, BaseEmbedding):
         return self.base.loss({"cond": cond[:, 0], "action": batch["action"]})
 
 
+class PixelEncoder(nn.Module):
+    """A trainable copy of a pixel base's observation encoder, behind a frozen copy of its normaliser: raw
+    windows {key: (B, To, ...)} (uint8 images) → (B, G). It starts as the base's embedding, so a zero-initialised
+    actor on top starts at the base's own chunks, and then learns what its loss needs: the base's embedding,
+    trained only to imitate, can drop what steering needs (push-v3's σ 0.3 base: the goal's y)."""
+
+    def __init__(self, base: nn.Module) -> None:
+        super().__init__()
+        self.keys = tuple(base.shape_meta["obs"])
+        self.normalizer = copy.deepcopy(base.normalizer).requires_grad_(False)
+        self.encoder = copy.deepcopy(base.obs_encoder).requires_grad_(True)
+        self.out_dim = int(self.encoder.out_dim)  # G
+
+    def forward(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Raw windows → (B, G); the images' random crop (the base's augmentation) only in training mode."""
+        return self.encoder(self.normalizer.normalize_obs({k: obs[k] for k in self.keys}))
+
+
 def embed_windows(
     embedding: BaseEmbedding, windows: Mapping[str, np.ndarray], batch: int = 256
 ) -> np.ndarray:
@@ -122,15 +146,16 @@ def embed_windows(
 class EmbeddedObsEnv:
     """A batched env with observation windows of the base's To, whose observations are the base's
     embeddings ``{EMBED_KEY: (B, 1, G)}`` (also in ``info["final_obs"]``): what the steering loop stores.
-    The env's keys the base does not read (``state`` for an asymmetric critic) pass through as they are."""
+    The env's keys the base does not read (``state`` for an asymmetric critic) pass through as they are, and
+    with ``keep_raw`` the base's own windows too."""
 
-    def __init__(self, env: Any, embedding: BaseEmbedding) -> None:
-        self.env, self.embedding = env, embedding
+    def __init__(self, env: Any, embedding: BaseEmbedding, keep_raw: bool = False) -> None:
+        self.env, self.embedding, self.keep_raw = env, embedding, keep_raw
         self.num_envs = env.num_envs
         self.single_action_space = env.single_action_space
         shape = (1, embedding.dim)
         raw = env.single_observation_space
-        self.kept_keys = tuple(k for k in raw.spaces if k not in embedding.raw_keys)
+        self.kept_keys = tuple(k for k in raw.spaces if keep_raw or k not in embedding.raw_keys)
         self.single_observation_space = spaces.Dict(
             {
                 EMBED_KEY: spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32),
@@ -139,7 +164,7 @@ class EmbeddedObsEnv:
         )
 
     def _embed(self, obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return self.embedding.transform(obs)
+        return self.embedding.transform(obs, self.keep_raw)
 
     def reset(self, seed: Any = None) -> dict[str, np.ndarray]:
         return self._embed(self.env.reset(seed=seed))

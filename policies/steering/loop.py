@@ -8,6 +8,7 @@ logging, periodic evaluation with a ``best`` checkpoint, and ``checkpoints/lates
 from __future__ import annotations
 
 import logging
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -165,10 +166,13 @@ def transition_spec(
     extra: dict[str, tuple[tuple[int, ...], torch.dtype]] | None = None,
 ) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
     """Replay fields of one chunk transition: ``obs/<k>``, ``next_obs/<k>``, ``taken``, ``reward``, ``done``,
-    then the learner's ``extra`` fields (:meth:`OnlineLearner.transition_fields`)."""
+    then the learner's ``extra`` fields (:meth:`OnlineLearner.transition_fields`). Observations are float32,
+    except uint8 images, kept as they come (a quarter of the memory)."""
     spec: dict[str, tuple[tuple[int, ...], torch.dtype]] = {}
     for k in keys:  # obs/k first, then next_obs/k
-        spec[f"obs/{k}"] = spec[f"next_obs/{k}"] = (tuple(obs_space[k].shape), torch.float32)
+        uint8 = np.dtype(getattr(obs_space[k], "dtype", np.float32)) == np.uint8
+        dtype = torch.uint8 if uint8 else torch.float32
+        spec[f"obs/{k}"] = spec[f"next_obs/{k}"] = (tuple(obs_space[k].shape), dtype)
     spec.update(taken=((taken_dim,), torch.float32), reward=((), torch.float32), done=((), torch.float32))
     for name, field in (extra or {}).items():
         if name in spec or "/" in name:
@@ -208,6 +212,39 @@ def with_extras(
     return {**transitions, **{name: torch.cat([p[name] for p in parts]) for name in parts[0]}}
 
 
+def check_replay_memory(
+    spec: dict[str, tuple[tuple[int, ...], torch.dtype]], capacity: int, available: int | None = None
+) -> None:
+    """A replay of ``capacity`` transitions of ``spec`` must fit in the memory available (it is allocated
+    whole, up front): else a clear error with the largest ``run.buffer_size`` that fits in half of it."""
+    per = sum(
+        math.prod(shape) * torch.empty((), dtype=dtype).element_size() for shape, dtype in spec.values()
+    )
+    need = capacity * per
+    available = memory_available() if available is None else available
+    if available and need > available:
+        biggest = max(
+            spec, key=lambda k: math.prod(spec[k][0]) * torch.empty((), dtype=spec[k][1]).element_size()
+        )
+        raise ValueError(
+            f"run.buffer_size={capacity} chunk transitions need {need / 2**30:.1f} GiB ({per / 1024:.0f} KiB "
+            f"each, the largest field {biggest!r}); {available / 2**30:.1f} GiB are available: pass "
+            f"run.buffer_size={available // 2 // per} or less"
+        )
+
+
+def memory_available() -> int:
+    """Bytes of memory available now (``MemAvailable``); 0 where the system does not say."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def replays(
     learner: OnlineLearner,
     obs_space: Any,
@@ -221,6 +258,7 @@ def replays(
 
     keys = learner.obs_keys
     spec = transition_spec(obs_space, keys, learner.taken_dim, learner.transition_fields())
+    check_replay_memory(spec, cfg.buffer_size)
     buffer, offline_buf = ReplayBuffer(cfg.buffer_size, spec, device), None
     if offline is not None:
         offline = with_extras(
@@ -370,7 +408,9 @@ class OnlineRun:
         )
 
     def tensors(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return {k: torch.as_tensor(obs[k], dtype=torch.float32, device=self.device) for k in self.keys}
+        """Observation windows on the device, in the replay's dtypes (uint8 images stay uint8)."""
+        spec = self.buffer.spec
+        return {k: torch.as_tensor(obs[k], dtype=spec[f"obs/{k}"][1], device=self.device) for k in self.keys}
 
     @property
     def learning(self) -> bool:

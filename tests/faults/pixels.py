@@ -156,7 +156,7 @@ FAULTS = [
     {
         "name": "asymmetric critic: the env drops the state the critics read (the base's keys only)",
         "file": "policies/steering/embedding.py",
-        "old": "        kept = {k: v for k, v in windows.items() if k not in self.raw_keys}\n",
+        "old": "        kept = {k: v for k, v in windows.items() if keep_raw or k not in self.raw_keys}\n",
         "new": "        kept = {}\n",
         "tests": [
             "tests/policies/steering/test_embedding.py",
@@ -193,6 +193,50 @@ FAULTS = [
         "new": '[0]["state"][PROBE_TARGETS["goal x"]]',
         "tests": [
             "tests/benchmarks/test_pixels.py::test_goal_thirds_split_an_evaluation_by_the_goal_each_seed_draws"
+        ],
+    },
+    {
+        "name": "pixels own encoder: the actor's encoder is detached (its loss never trains it)",
+        "file": "policies/steering/embedding.py",
+        "old": "        return self.encoder(self.normalizer.normalize_obs({k: obs[k] for k in self.keys}))\n",
+        "new": "        return self.encoder(self.normalizer.normalize_obs({k: obs[k] for k in self.keys})).detach()\n",
+        "tests": ["tests/policies/steering/test_embedding.py"],
+    },
+    {
+        "name": "pixels own encoder: gradient steps see the centre crop (no augmentation)",
+        "file": "policies/steering/dsrl.py",
+        "old": "        self.actor.train()  # an own encoder's random crop augments the gradient steps only (acting: centre)\n",
+        "new": "        self.actor.eval()\n",
+        "tests": ["tests/policies/steering/test_embedding.py"],
+    },
+    {
+        "name": "pixels own encoder: the env drops the raw windows the actor reads",
+        "file": "policies/steering/embedding.py",
+        "old": "        return self.embedding.transform(obs, self.keep_raw)\n",
+        "new": "        return self.embedding.transform(obs)\n",
+        "tests": ["tests/policies/steering/test_embedding.py"],
+    },
+    {
+        "name": "pixels own encoder: the replay stores images as float32 (four times the memory)",
+        "file": "policies/steering/loop.py",
+        "old": "        dtype = torch.uint8 if uint8 else torch.float32\n",
+        "new": "        dtype = torch.float32\n",
+        "tests": ["tests/policies/steering/test_loop_targets.py"],
+    },
+    {
+        "name": "replay memory check: a replay twice the memory available passes",
+        "file": "policies/steering/loop.py",
+        "old": "    if available and need > available:\n",
+        "new": "    if available and need > 2 * available:\n",
+        "tests": ["tests/policies/steering/test_loop_targets.py"],
+    },
+    {
+        "name": "pixels own encoder: loading a run forgets the actor's encoder",
+        "file": "policies/steering/dsrl.py",
+        "old": "        actor_encoder=PixelEncoder(base) if encoded else None,\n",
+        "new": "        actor_encoder=None,\n",
+        "tests": [
+            "tests/scripts/test_steer.py::test_dsrl_from_pixels_with_its_own_encoder_keeps_uint8_images_and_trains_a_copy"
         ],
     },
 ]

@@ -415,15 +415,48 @@ def test_dsrl_from_pixels_with_an_asymmetric_critic_reads_the_state_in_its_criti
     assert json.loads((work / "asym_eval" / "metrics.json").read_text())["episodes"] == 2
 
 
+def test_dsrl_from_pixels_with_its_own_encoder_keeps_uint8_images_and_trains_a_copy(pixel_base_run):
+    """actor_obs=encoder: the actor reads the raw windows through a copy of the base's encoder that its loss
+    trains; the replay keeps the images as uint8 beside the embedding the critics read and the base decodes
+    from; the base's weights stay as they were; evaluation rebuilds the encoder and acts from pixels."""
+    from robosteer.policies.checkpoint import load_checkpoint
+    from robosteer.policies.steering.embedding import EMBED_KEY
+
+    work, base = pixel_base_run
+    policy = load_policy(base, which="best")
+    before = state_dict_hash(policy)
+    fast = ["steerability.directions=0", "steerability.states=16", "run.eval_every=96", "eval_base=false"]
+    p = _run("robosteer.scripts.steer", f"base={base}", "actor_obs=encoder", "run.buffer_size=2000", "out=own",
+             *TINY_STEER, *fast, cwd=work)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    m = json.loads((work / "own" / "metrics.json").read_text())
+    assert m["updates"] > 0 and m["offline_transitions"] > 0 and m["base_hash"] == before
+    ck = load_checkpoint(work / "own" / "checkpoints" / "latest", names=["agent", "buffer"])
+    raw = list(policy.shape_meta["obs"])
+    cam = next(k for k in raw if k.startswith("image/"))
+    assert ck.config["actor_obs"] == "encoder" and ck.config["obs_keys"] == raw
+    assert ck.config["critic_keys"] == [EMBED_KEY] and ck.config["obs_dim"] == policy.obs_encoder.out_dim
+    buffer, weights = ck.modules["buffer"], ck.modules["agent"]
+    assert buffer[f"data/obs/{cam}"].dtype == torch.uint8 and f"data/obs/{EMBED_KEY}" in buffer
+    name = next(k for k in weights if k.startswith("actor.encoder.encoder.") and k.endswith("weight"))
+    trained, stock = weights[name], policy.state_dict()["obs_" + name.removeprefix("actor.encoder.")]
+    assert trained.shape == stock.shape and not torch.equal(trained, stock)  # the copy trained
+    p = _eval("own", "own_eval", work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads((work / "own_eval" / "metrics.json").read_text())["episodes"] == 2
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
         (["critic_obs=cheat"], "critic_obs='cheat' is not known: expected one of ['policy', 'state']"),
         (["critic_obs=state"], "critic_obs=state: this base reads the state already"),
         (["critic_obs=state", "robot=sim_twin"], "critic_obs=state reads the simulator's privileged state"),
+        (["actor_obs=cnn"], "actor_obs='cnn' is not known: expected one of ['embedding', 'encoder']"),
+        (["actor_obs=encoder"], "actor_obs=encoder trains a copy of a pixel base's image encoder"),
     ],
 )
-def test_critic_obs_is_refused_in_one_line_where_it_means_nothing(setup, extra, message):
+def test_critic_and_actor_obs_are_refused_in_one_line_where_they_mean_nothing(setup, extra, message):
     work, _, base = setup
     p = _run("robosteer.scripts.steer", f"base={base}", *extra, "steerability.directions=0", cwd=work)
     assert p.returncode == 2 and message in p.stderr, p.stderr[-2000:]

@@ -271,3 +271,95 @@ def test_expo_imitation_windows_of_the_demos_are_the_transform_of_each_whole_win
     want = f({"proprio": plain["obs/proprio"].numpy()})["score"]
     np.testing.assert_allclose(mapped["obs/score"].numpy(), want, rtol=1e-6)
     torch.testing.assert_close(mapped["action"], plain["action"])
+
+
+def _own_encoder_agent(base: torch.nn.Module, **config: object) -> DSRL:
+    """DSRL whose actor reads the raw windows through its own copy of the base's encoder; critics: embedding."""
+    from robosteer.policies.steering.embedding import PixelEncoder
+
+    emb = BaseEmbedding(base)
+    cfg = DSRLConfig(hidden=[16], batch_size=4, **config)
+    keys = tuple(base.shape_meta["obs"])
+    return DSRL(emb, 0, slice(1, 5), cfg, keys, critic_keys=(EMBED_KEY,), critic_obs_dim=emb.dim,
+                actor_encoder=PixelEncoder(base))  # fmt: skip
+
+
+def test_an_own_encoder_starts_as_the_base_embedding_and_its_actor_acts_from_raw_windows() -> None:
+    """actor_obs=encoder: the copy's output is the base's condition (eval mode: centre crop), the actor reads
+    it from the raw window, the base decodes from its own embedding; the replay keeps raw keys and embedding."""
+    base = pixel_base()
+    agent = _own_encoder_agent(base)
+    obs = windows(3)
+    torch.testing.assert_close(agent.actor.encoder(obs), base.encode_obs(obs))
+    assert agent.obs_dim == BaseEmbedding(base).dim and agent.obs_keys == (
+        "proprio",
+        "image/corner",
+        EMBED_KEY,
+    )
+    with torch.no_grad():
+        for p in agent.actor.head.parameters():
+            p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(3)) * 0.5)
+    latent, chunk = agent.act(agent.embed(obs), deterministic=True)
+    torch.testing.assert_close(latent, agent.actor.head(base.encode_obs(obs), deterministic=True)[0])
+    torch.testing.assert_close(chunk, base.sample(obs, noise=agent.to_noise(latent))[:, 1:5])
+    torch.testing.assert_close(agent.eval_policy().sample(obs)[:, 1:5], chunk)
+    assert agent.get_config()["actor_obs"] == "encoder"
+    with pytest.raises(ValueError, match="needs the critics' inputs"):
+        DSRL(BaseEmbedding(base), 0, slice(1, 5), DSRLConfig(hidden=[16]), ("proprio", "image/corner"),
+             actor_encoder=agent.actor.encoder)  # fmt: skip
+
+
+def test_the_actor_loss_trains_the_own_encoder_and_never_the_base() -> None:
+    """One DSRL update moves the encoder copy (the actor's loss reaches it), the critics keep reading the stored
+    embedding, the base's weights stay as they were, and the averaged actor averages the encoder too."""
+    base = pixel_base()
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    agent = _own_encoder_agent(base, actor_tau=0.5)
+    enc0 = [p.detach().clone() for p in agent.actor.encoder.parameters()]
+    # a critic that prefers some latents, so that the actor's loss has a gradient at the zero-initialised mean
+    with torch.no_grad():
+        for p in agent.noise_critic.parameters():
+            p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(7)))
+    obs, nxt = windows(4, seed=1), windows(4, seed=2)
+    batch = {
+        "obs": agent.embed(obs),
+        "next_obs": agent.embed(nxt),
+        "action": torch.zeros(4, 4 * ACTION),
+        "reward": torch.zeros(4),
+        "done": torch.zeros(4),
+    }
+    gen = torch.Generator().manual_seed(0)
+    modes: list[
+        bool
+    ] = []  # the encoder's mode at each pass: training (random crop) only in the gradient step
+    agent.actor.encoder.register_forward_pre_hook(lambda module, _: modes.append(module.training))
+    agent.update(batch, generator=gen)  # the zero-initialised mean head passes no gradient back yet
+    assert modes == [
+        True,
+        True,
+        False,
+    ]  # s' (TD target), s (actor loss), then the logged deterministic latent
+    assert all(torch.equal(a, p) for a, p in zip(enc0, agent.actor.encoder.parameters(), strict=True))
+    enc1 = [p.detach().clone() for p in agent.actor.encoder.parameters()]
+    avg1 = [p.detach().clone() for p in agent.actor_avg.encoder.parameters()]
+    agent.update(batch, generator=gen)  # now the head's weights route the actor's loss into the encoder
+    assert any(not torch.equal(a, p) for a, p in zip(enc1, agent.actor.encoder.parameters(), strict=True))
+    assert all(torch.equal(v, base.state_dict()[k]) for k, v in before.items())
+    assert not agent.actor.training  # the crop augments the gradient step only
+    new = zip(avg1, agent.actor_avg.encoder.parameters(), agent.actor.encoder.parameters(), strict=True)
+    for a1, avg, p in new:  # averaged actor: avg ← ½·avg + ½·trained, encoder included
+        torch.testing.assert_close(avg, 0.5 * a1 + 0.5 * p.detach())
+
+
+def test_an_embedded_env_keeps_the_raw_windows_for_an_own_encoder() -> None:
+    """keep_raw: the env's returned and final observations hold the base's raw windows beside the embedding."""
+    emb = BaseEmbedding(pixel_base())
+    env = EmbeddedObsEnv(_WindowEnv(), emb, keep_raw=True)
+    assert {"proprio", "image/corner", EMBED_KEY, "state"} == set(env.single_observation_space.spaces)
+    obs, _, _, _, info = env.step(np.zeros((3, 4, ACTION)))
+    raw = _WindowEnv()._obs(1)
+    np.testing.assert_array_equal(obs["image/corner"], raw["image/corner"])
+    np.testing.assert_array_equal(
+        info["final_obs"]["image/corner"][1], _WindowEnv()._obs(201)["image/corner"][1]
+    )
+    assert obs["image/corner"].dtype == np.uint8

@@ -254,3 +254,29 @@ def test_ctrl_c_finishes_the_chunk_in_flight_and_saves_latest(tmp_path):
     ck = load_checkpoint(tmp_path / "checkpoints" / "latest")
     assert ck.extra["counters"]["transitions"] == 4 and len(learner.learned) == 2  # 2 iterations of 2 envs
     assert ck.extra["counters"]["env_steps"] == (3 + 3) + (1 + 3)
+
+
+def test_the_replay_keeps_uint8_images_as_uint8_and_refuses_a_size_that_cannot_fit() -> None:
+    """Images stay uint8 in the replay (a quarter of float32), every other observation is float32; a
+    ``buffer_size`` whose replay exceeds the memory available is refused up front with the size that fits."""
+    from gymnasium import spaces
+
+    from robosteer.policies.steering.loop import check_replay_memory, transition_spec
+
+    space = spaces.Dict(
+        {
+            "image/corner": spaces.Box(0, 255, (1, 84, 84, 3), dtype=np.uint8),
+            "proprio": spaces.Box(-np.inf, np.inf, (1, 4), dtype=np.float32),
+        }
+    )
+    spec = transition_spec(space, ("image/corner", "proprio"), 32)
+    assert spec["obs/image/corner"] == ((1, 84, 84, 3), torch.uint8)
+    assert spec["next_obs/image/corner"] == ((1, 84, 84, 3), torch.uint8)
+    assert spec["obs/proprio"] == ((1, 4), torch.float32)
+    per = 2 * 84 * 84 * 3 + 2 * 4 * 4 + 32 * 4 + 4 + 4  # 42,512 bytes per transition, by hand
+    check_replay_memory(spec, 1000, available=1000 * per)  # fits exactly: no error
+    with pytest.raises(ValueError) as e:
+        check_replay_memory(spec, 1001, available=1000 * per)
+    msg = str(e.value)
+    assert "run.buffer_size=1001 chunk transitions need 0.0 GiB (42 KiB each" in msg
+    assert "'obs/image/corner'" in msg and "pass run.buffer_size=500 or less" in msg
