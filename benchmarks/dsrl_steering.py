@@ -67,6 +67,7 @@ def _evaluate_trained(run: Path, task: str, episodes: int, out: Path) -> float |
 
     from robosteer import sim
     from robosteer.policies.steering.dsrl import load_steered_policy
+    from robosteer.scripts.evaluate import obs_mode
 
     metrics = out / "metrics.json"
     if not metrics.exists():
@@ -74,7 +75,9 @@ def _evaluate_trained(run: Path, task: str, episodes: int, out: Path) -> float |
         policy = load_steered_policy(str(run), trained=True)
         if policy.agent.actor_avg is None:
             return None
-        with torch.no_grad(), sim.make_env(task, num_envs=4, seed=EVAL_SEED, obs="state") as env:
+        mode, cams, size = obs_mode(policy.shape_meta)  # the inputs robosteer-eval gives it (state or pixels)
+        inputs = {"obs": mode, "cameras": cams, "image_size": size}
+        with torch.no_grad(), sim.make_env(task, num_envs=4, seed=EVAL_SEED, **inputs) as env:
             m = sim.evaluate(env, policy, episodes=episodes, seed=EVAL_SEED, progress=False)
         out.mkdir(parents=True, exist_ok=True)
         metrics.write_text(json.dumps(m))

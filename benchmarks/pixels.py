@@ -20,7 +20,8 @@ Six parts, each appending rows (``part``: encoders | env | train | deploy | stee
 - ``steer``: ``robosteer-steer base=<--base>`` (DSRL-NA from pixels through the base's own embedding, the
   CLI's defaults plus ``--steer-overrides``, ``--env-steps`` within ``--steer-minutes``), then 100 unseen
   episodes (seed 200000) with ``robosteer-eval`` of its final actor (``which=latest``) and of the one its periodic
-  evaluations picked (``which=best``): success before (the base's stock sampler) and after, env steps, wall time.
+  evaluations picked (``which=best``), and of its final trained actor where it acts with an averaged one
+  (``dsrl.actor_tau``): success before (the base's stock sampler) and after, env steps, wall time.
 
 - ``probe``: what the base's embedding (what DSRL's actor reads from pixels) tells of the scene. On the base's own
   demonstrations (every fifth episode held out), the object's and the goal's x, y (the simulator's state, used
@@ -48,6 +49,7 @@ import numpy as np
 import yaml
 from dsrl_steering import EVAL_SEED
 from dsrl_steering import _evaluate as evaluate_once  # robosteer-eval of a checkpoint once, at seed 200000
+from dsrl_steering import _evaluate_trained as evaluate_trained  # the final trained (not averaged) actor
 from results_tables import append_row, steered_base_which
 
 from robosteer.policies.checkpoint import find_checkpoint, read_checkpoint_config
@@ -253,7 +255,7 @@ def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
             # extend it from its last checkpoint (its metrics kept aside: their wall time adds to the row's);
             # its actors are evaluated anew
             metrics.rename(run / f"metrics_{steps}.json")
-            for which in ("latest", "best"):
+            for which in ("latest", "best", "trained"):
                 shutil.rmtree(f"{run}_eval_{which}", ignore_errors=True)
         if not metrics.exists():
             resume = ["resume=true"] if (run / "checkpoints" / "latest").exists() else []
@@ -264,6 +266,7 @@ def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
             for which in ("latest", "best")
         }
         final = unseen["latest"]
+        trained = evaluate_trained(run, m["task"], args.episodes, Path(f"{run}_eval_trained"))
         row = {"task": m["task"], "algo": "dsrl-na", "obs": "pixels", "seed": seed, "base": str(args.base)}
         row["base_demos_action_noise"] = demos_action_noise(Path(args.base))
         row |= {k: m[k] for k in ("base_success_rate", "initial_success_rate", "success_rate", "env_steps")}
@@ -273,6 +276,7 @@ def steer_rows(args: argparse.Namespace, out: Path) -> list[dict]:
             "final_eval_success_rate": final,
             "base_eval_success_rate": base_row["success_rate"],  # the same unseen episodes
             "best_eval_success_rate": unseen["best"],
+            "trained_eval_success_rate": trained,  # the final trained actor (the averaged one acts): None if none
             "final_eval_episodes": args.episodes,
             "steer_eval_episodes": 50,
             "steerability_ratio": (m.get("steerability") or {}).get("ratio"),

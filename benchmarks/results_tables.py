@@ -841,6 +841,7 @@ def pixels_steer(rows: list[Row]) -> str:
             "–" if r["final_eval_success_rate"] is None else f"**{num(r['final_eval_success_rate'])}**",
             lift(r),
             f"{num(r['best_eval_success_rate'])} ({r['best_env_steps'] / 1000:.0f}k)",
+            num(r["trained_eval_success_rate"]) if r.get("trained_eval_success_rate") is not None else "–",
             f"{r['env_steps']:,}",
             f"{r['wall_time_s'] / 60:.0f}",
         ]
@@ -852,7 +853,9 @@ def pixels_steer(rows: list[Row]) -> str:
         f"{first['steer_eval_episodes']} episodes (seed 100000); the final actor (`which=latest`) and the one the "
         f"periodic evaluations picked (`which=best`, at the env steps given) on {first['final_eval_episodes']} "
         "unseen episodes (seed 200000), beside the base (its stock sampler, the weights steered) on the same "
-        "episodes where that was measured; the lift is the final actor's points over it."
+        "episodes where that was measured; the lift is the final actor's points over it. Where a run keeps an "
+        "averaged actor (`dsrl.actor_tau`), the final actor is that average, and the trained actor it averages is "
+        "evaluated on the same episodes where measured."
     )
     columns = [
         "task",
@@ -868,6 +871,7 @@ def pixels_steer(rows: list[Row]) -> str:
         "final actor, unseen ep.",
         "lift, points",
         "picked actor, unseen ep.",
+        "trained actor, unseen ep.",
         "env steps",
         "wall min",
     ]

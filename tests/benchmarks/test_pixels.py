@@ -44,6 +44,16 @@ def test_steer_rows_evaluate_the_final_and_the_picked_actor(
             metrics = {"success_rate": UNSEEN[which]}
         (out / "metrics.json").write_text(json.dumps(metrics))
 
+    trained: list[Path] = []
+
+    def fake_trained(run: Path, task: str, episodes: int, out: Path) -> float:
+        if not (out / "metrics.json").exists():  # evaluated once per run, as the real one caches its figure
+            trained.append(out)
+            out.mkdir(parents=True)
+            (out / "metrics.json").write_text(json.dumps({"success_rate": 0.6}))
+        return 0.6
+
+    monkeypatch.setattr(pixels, "evaluate_trained", fake_trained)  # the final trained (not averaged) actor
     monkeypatch.setattr(pixels, "run_module", fake_run)  # the steering run
     monkeypatch.setattr(dsrl_steering, "_run", lambda args, log: fake_run(args, log, Path()))  # evaluations
     monkeypatch.setattr(pixels, "demos_action_noise", lambda base: 0.3)
@@ -76,6 +86,7 @@ def test_steer_rows_evaluate_the_final_and_the_picked_actor(
     assert row["final_eval_success_rate"] == UNSEEN["latest"] and row["base_eval_success_rate"] == 0.45
     assert row["best_eval_success_rate"] == UNSEEN["best"] and row["best_env_steps"] == 10002
     assert row["overrides"] == ["dsrl.latent_bound=1.5"] and row["env_steps_budget"] == 20000
+    assert row["trained_eval_success_rate"] == 0.6 and trained == [tmp_path / "dsrl_s1_eval_trained"]
 
     # a larger budget extends the finished run from its last checkpoint and evaluates its actors anew
     calls.clear()
@@ -84,6 +95,7 @@ def test_steer_rows_evaluate_the_final_and_the_picked_actor(
     assert "resume=true" in calls[0] and "env_steps=30000" in calls[0]
     assert longer["env_steps"] == 30001 and longer["env_steps_budget"] == 30000
     assert longer["wall_time_s"] == 1800.0  # both sessions' wall time (each fake session reports 900 s)
+    assert len(trained) == 2  # the extended run's trained actor evaluated anew
 
 
 def test_read_out_scores_by_hand() -> None:
