@@ -79,6 +79,7 @@ def _evaluate_trained(run: Path, task: str, episodes: int, out: Path) -> float |
         inputs = {"obs": mode, "cameras": cams, "image_size": size}
         with torch.no_grad(), sim.make_env(task, num_envs=4, seed=EVAL_SEED, **inputs) as env:
             m = sim.evaluate(env, policy, episodes=episodes, seed=EVAL_SEED, progress=False)
+        m |= {"steered": True, "which": "latest (trained)"}  # as robosteer-eval labels what it evaluated
         out.mkdir(parents=True, exist_ok=True)
         metrics.write_text(json.dumps(m))
     return float(json.loads(metrics.read_text())["success_rate"])
