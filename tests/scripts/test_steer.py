@@ -441,9 +441,16 @@ def test_dsrl_from_pixels_with_its_own_encoder_keeps_uint8_images_and_trains_a_c
     name = next(k for k in weights if k.startswith("actor.encoder.encoder.") and k.endswith("weight"))
     trained, stock = weights[name], policy.state_dict()["obs_" + name.removeprefix("actor.encoder.")]
     assert trained.shape == stock.shape and not torch.equal(trained, stock)  # the copy trained
-    p = _eval("own", "own_eval", work)
-    assert p.returncode == 0, p.stderr[-3000:]
-    assert json.loads((work / "own_eval" / "metrics.json").read_text())["episodes"] == 2
+    from robosteer.policies.steering.dsrl import load_steered_policy
+
+    steered = load_steered_policy(str(work / "own"))  # what robosteer-eval and deployment act with
+    acting = steered.agent.acting_actor.encoder.encoder.state_dict()
+    assert torch.equal(
+        acting[name.removeprefix("actor.encoder.encoder.")], weights[name.replace("actor.", "actor_avg.", 1)]
+    )
+    window = {k: buffer[f"data/obs/{k}"][:2] for k in raw}  # raw windows (uint8 images) as the env gives them
+    chunk = steered.sample(window)
+    assert chunk.shape == (2, *policy.noise_shape) and torch.isfinite(chunk).all()
 
 
 @pytest.mark.parametrize(
