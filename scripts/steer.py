@@ -178,9 +178,7 @@ def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
     offline = s.offline()
     critic = s.critic
     encoder = None
-    if (
-        s.own_encoder
-    ):  # the actor's own encoder; the critics read the base's embedding unless critic_obs=state
+    if s.own_encoder:  # the critics read the base's embedding unless critic_obs=state
         from robosteer.policies.steering.embedding import EMBED_KEY, PixelEncoder
 
         encoder = PixelEncoder(s.base)

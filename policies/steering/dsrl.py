@@ -160,7 +160,6 @@ class DSRL(OnlineLearner):
         decode_keys = (EMBED_KEY,) if isinstance(base, BaseEmbedding) else ()
         # what the replay stores: the actor's inputs, the critics', and what the base decodes from
         self.obs_keys = tuple(dict.fromkeys(self.actor_keys + self.critic_keys + decode_keys))
-        self.encoded = actor_encoder is not None
         obs_dim = int(actor_encoder.out_dim) if actor_encoder is not None else obs_dim
         self.obs_dim = int(obs_dim)
         self.critic_obs_dim = int(critic_obs_dim) if critic_obs_dim is not None else self.obs_dim
@@ -219,6 +218,11 @@ class DSRL(OnlineLearner):
     def frozen_base(self) -> Any:
         """The generative policy itself (behind its embedding when it reads pixels): To, Ta, inputs."""
         return self.base.base if isinstance(self.base, BaseEmbedding) else self.base
+
+    @property
+    def encoded(self) -> bool:
+        """Whether the actor reads raw windows through an encoder of its own (``actor_encoder``)."""
+        return isinstance(self.actor, EncodedActor)
 
     @property
     def acting_actor(self) -> nn.Module:

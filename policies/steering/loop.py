@@ -217,15 +217,15 @@ def check_replay_memory(
 ) -> None:
     """A replay of ``capacity`` transitions of ``spec`` must fit in the memory available (it is allocated
     whole, up front): else a clear error with the largest ``run.buffer_size`` that fits in half of it."""
-    per = sum(
-        math.prod(shape) * torch.empty((), dtype=dtype).element_size() for shape, dtype in spec.values()
-    )
+    sizes = {
+        k: math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        for k, (shape, dtype) in spec.items()
+    }
+    per = sum(sizes.values())  # bytes per transition
     need = capacity * per
     available = memory_available() if available is None else available
     if available and need > available:
-        biggest = max(
-            spec, key=lambda k: math.prod(spec[k][0]) * torch.empty((), dtype=spec[k][1]).element_size()
-        )
+        biggest = max(sizes, key=sizes.__getitem__)
         raise ValueError(
             f"run.buffer_size={capacity} chunk transitions need {need / 2**30:.1f} GiB ({per / 1024:.0f} KiB "
             f"each, the largest field {biggest!r}); {available / 2**30:.1f} GiB are available: pass "
