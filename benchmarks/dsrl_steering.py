@@ -14,6 +14,8 @@ the table and ``<out>/curves.png`` (success vs env steps, from each run's period
 and written at the end. Extra ``robosteer-steer`` overrides go after ``--``. ``--robot sim_twin`` steers on the
 twin in its own process (at its real 80 Hz, ``--latency-ms`` of injected round trip, ``--reward``) through the
 deploy control loop (docs/steer_robot.md); its rows carry ``where`` and the robot's own figures.
+``--unseen-every N`` keeps a checkpoint every N env steps and scores each on the same unseen states as the final
+actor (the row's ``unseen_history``), so a late decline is measured where the final figure is.
 
     python benchmarks/dsrl_steering.py --tasks push-v3 pick-place-v3 --variants na sac scratch \
         --seeds 0 1 2 --out runs/bench/dsrl
@@ -83,6 +85,21 @@ def _evaluate_trained(run: Path, task: str, episodes: int, out: Path) -> float |
         out.mkdir(parents=True, exist_ok=True)
         metrics.write_text(json.dumps(m))
     return float(json.loads(metrics.read_text())["success_rate"])
+
+
+def unseen_history(run: Path, task: str, episodes: int) -> list[dict]:
+    """The acting actor of every checkpoint the run kept (``run.keep_every``) on the unseen episodes: a late
+    decline shows here, on the same episodes as the final figure, not only in the 50 validation episodes
+    that pick ``best``."""
+    history = run / "checkpoints" / "history"
+    kept = sorted(history.iterdir()) if history.is_dir() else []
+    return [
+        {
+            "env_steps": int(json.loads((ck / "extra.json").read_text())["counters"]["env_steps"]),
+            "success_rate": _evaluate(ck, task, episodes, Path(f"{run}_eval_kept/{ck.name}"), which="latest"),
+        }
+        for ck in kept
+    ]
 
 
 def weak_base(
@@ -180,6 +197,7 @@ def _row(
     final = _evaluate(run, task, args.episodes, Path(f"{run}_eval_latest"), which="latest")
     best = _evaluate(run, task, args.episodes, Path(f"{run}_eval_best"), which="best")
     trained = _evaluate_trained(run, task, args.episodes, Path(f"{run}_eval_trained"))
+    kept = unseen_history(run, task, args.episodes)
     return {
         "task": task,
         "variant": variant,
@@ -200,6 +218,7 @@ def _row(
         "env_steps": m["env_steps"],
         "wall_s": wall,
         "history": m["history"],
+        **({"unseen_history": kept} if kept else {}),
         "overrides": args.overrides,
     }
 
@@ -260,6 +279,13 @@ def main() -> None:
     parser.add_argument("--env-steps", type=int, default=100_000)
     parser.add_argument("--max-minutes", type=float, default=60.0)
     parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument(
+        "--unseen-every",
+        type=int,
+        default=0,
+        help="keep a checkpoint every this many env steps (run.keep_every) and evaluate each on the unseen "
+        "episodes (the row's unseen_history; 0: off)",
+    )
     parser.add_argument("--out", default="runs/bench/dsrl")
     parser.add_argument(
         "--rows", help="also append each finished run's row (with its provenance) to this JSON-lines file"
@@ -326,7 +352,14 @@ def main() -> None:
                 if args.robot:  # acting through real/: deploy's control loop, the learner between episodes
                     algo += [f"robot={args.robot}", f"robot.driver.latency_ms={args.latency_ms:g}"]
                     algo += [f"reward={args.reward}", f"learner={args.learner}"]
-                command = ["robosteer.scripts.steer", *algo, *steer_budget(args, seed, run), *args.overrides]
+                kept = [f"run.keep_every={args.unseen_every}"] if args.unseen_every > 0 else []
+                command = [
+                    "robosteer.scripts.steer",
+                    *algo,
+                    *steer_budget(args, seed, run),
+                    *kept,
+                    *args.overrides,
+                ]
                 wall = None  # a run that finished before its results row was written is reused as it is
                 metrics = run / "metrics.json"
                 if metrics.exists() and json.loads(metrics.read_text())["env_steps"] < args.env_steps:

@@ -338,6 +338,8 @@ def dsrl_weak_base(rows: list[Row]) -> str:
     if not runs:
         raise TableError("no DSRL rows with variant 'na'")
     averaged = any("trained_actor_success" in r for r in runs)
+    # benchmark --unseen-every: the acting actor at the run's kept checkpoints
+    kept = any(r.get("unseen_history") for r in runs)
     bold = {}  # per task, the actor whose mean over seeds is higher (final on a tie)
     for task in dict.fromkeys(r["task"] for r in runs):
         rs = [r for r in runs if r["task"] == task]
@@ -360,6 +362,7 @@ def dsrl_weak_base(rows: list[Row]) -> str:
                 f"{r['best_periodic']:.2f}" + (f" ({', '.join(at)})" if at else ""),
                 f"**{final}**" if bold[r["task"]] == "final" else final,
                 *([f"{trained:.2f}" if trained is not None else "—"] if averaged else []),
+                *([kept_checkpoints(r.get("unseen_history"))] if kept else []),
                 f"**{best}**" if bold[r["task"]] == "best" else best,
                 f"{r['env_steps']:,}",
                 f"{r['wall_s'] / 60:.1f}",
@@ -370,8 +373,16 @@ def dsrl_weak_base(rows: list[Row]) -> str:
         columns += ["final averaged actor, 100 unseen ep.", "final trained actor, same ep."]
     else:
         columns += ["final actor, 100 unseen ep."]
+    columns += ["acting actor at kept checkpoints, same ep."] if kept else []
     columns += ["`best` actor, 100 unseen ep.", "env steps", "wall min"]
     return table(columns, body)
+
+
+def kept_checkpoints(history: list[dict] | None) -> str:
+    """``0.91 (30k), 0.80 (40k)``: a run's kept checkpoints on the unseen episodes (``—``: none kept)."""
+    if not history:
+        return "—"
+    return ", ".join(f"{h['success_rate']:.2f} ({steps_k(h['env_steps'])})" for h in history)
 
 
 def dsrl_clean(rows: list[Row]) -> str:

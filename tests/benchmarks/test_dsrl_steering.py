@@ -46,3 +46,32 @@ def test_weak_base_collects_the_asked_demos_once_under_its_own_names(
         "robosteer.scripts.evaluate",
     ]
     assert f"episodes={demos}" in calls[0]
+
+
+def test_unseen_history_evaluates_every_kept_checkpoint_once_in_step_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = tmp_path / "dsrl_na_s0"
+    for step, success in ((40023, 0.8), (30015, 0.91)):
+        kept = run / "checkpoints" / "history" / f"{step:09d}"
+        kept.mkdir(parents=True)
+        (kept / "extra.json").write_text(json.dumps({"counters": {"env_steps": step}}))
+        (kept / "success").write_text(str(success))  # what this fake checkpoint scores
+    calls: list[list[str]] = []
+
+    def fake_run(args: list[str], log: Path) -> None:
+        calls.append(args)
+        ck = Path(next(a for a in args if a.startswith("checkpoint="))[11:])
+        out = Path(next(a for a in args if a.startswith("out="))[4:])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "metrics.json").write_text(json.dumps({"success_rate": float((ck / "success").read_text())}))
+
+    monkeypatch.setattr(dsrl_steering, "_run", fake_run)
+    for _ in range(2):  # a second call (a run extended later) reuses the kept checkpoints' evaluations
+        got = dsrl_steering.unseen_history(run, "pick-place-v3", 100)
+    assert got == [{"env_steps": 30015, "success_rate": 0.91}, {"env_steps": 40023, "success_rate": 0.8}]
+    assert len(calls) == 2
+    assert all(
+        "which=latest" in c and "episodes=100" in c and f"seed={dsrl_steering.EVAL_SEED}" in c for c in calls
+    )
+    assert dsrl_steering.unseen_history(tmp_path / "no_history", "pick-place-v3", 100) == []

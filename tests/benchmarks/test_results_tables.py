@@ -129,6 +129,23 @@ def test_dsrl_weak_base_from_fixture_rows(tmp_path: Path, capsys: pytest.Capture
     assert rc == 2 and f"{rows}:5: row has no key 'success_rate'" in err
 
 
+def test_dsrl_weak_base_shows_kept_checkpoints_on_the_unseen_episodes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = tmp_path / "dsrl.jsonl"
+    kept = [{"env_steps": 30015, "success_rate": 0.91}, {"env_steps": 40023, "success_rate": 0.8}]
+    lines = [dsrl_row("pick-place-v3", 0, unseen_history=kept), dsrl_row("push-v3", 0)]
+    rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    md = fence(tmp_path / "x.md", "dsrl_weak_base", str(rows))
+    assert run(capsys, "--write", str(md))[0] == 0
+    got = [line for line in md.read_text().splitlines() if line.startswith("| ") and "---" not in line]
+    assert "| acting actor at kept checkpoints, same ep. |" in got[0]
+    assert got[1:] == [
+        "| pick-place-v3 | 0 | 0.42 | 0.98 (50k, 100k) | **0.96** | 0.91 (30k), 0.80 (40k) | 0.95 | 100,001 | 50.0 |",
+        "| push-v3 | 0 | 0.42 | 0.98 (50k, 100k) | **0.96** | — | 0.95 | 100,001 | 50.0 |",
+    ]
+
+
 def test_vgps_rows_without_critic_version_are_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
