@@ -385,6 +385,51 @@ def kept_checkpoints(history: list[dict] | None) -> str:
     return ", ".join(f"{h['success_rate']:.2f} ({steps_k(h['env_steps'])})" for h in history)
 
 
+def dsrl_settings(rows: list[Row]) -> str:
+    """DSRL-NA runs that differ in ``robosteer-steer`` overrides: one line per task, seed, overrides and budget."""
+
+    def changed(r: Row) -> str:  # the benchmark's own cadence overrides say nothing about the method
+        own = [o for o in r["overrides"] if not o.startswith(("run.eval_every=", "run.checkpoint_every="))]
+        return " ".join(f"`{o}`" for o in own) or "defaults"
+
+    def key(r: Row) -> tuple:
+        return (r["task"], changed(r), r["seed"], round(r["env_steps"], -4))
+
+    runs = sorted(last_per([r for r in rows if r["variant"] == "na"], key).values(), key=key)
+    if not runs:
+        raise TableError("no DSRL rows with variant 'na'")
+    body = [
+        [
+            r["task"],
+            r["seed"],
+            changed(r),
+            f"{r['base_success']:.2f}",
+            f"{r['best_periodic']:.2f}",
+            f"**{r['success_rate']:.2f}**",
+            f"{r['trained_actor_success']:.2f}" if "trained_actor_success" in r else "—",
+            kept_checkpoints(r.get("unseen_history")),
+            f"{r['best_actor_success']:.2f}",
+            f"{r['env_steps']:,}",
+            f"{r['wall_s'] / 60:.1f}",
+        ]
+        for r in runs
+    ]
+    columns = [
+        "task",
+        "seed",
+        "overrides",
+        "base (100 ep.)",
+        "best periodic eval (50 ep.)",
+        "final averaged actor, 100 unseen ep.",
+        "final trained actor, same ep.",
+        "acting actor at kept checkpoints, same ep.",
+        "`best` actor, same ep.",
+        "env steps",
+        "wall min",
+    ]
+    return table(columns, body)
+
+
 def dsrl_clean(rows: list[Row]) -> str:
     """DSRL-NA on bases from a few clean demos, trained with action noise: steerability, base and final actors."""
 
@@ -1062,6 +1107,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "dsrl_weak_base": dsrl_weak_base,
     "dsrl_baselines": dsrl_baselines,
     "dsrl_clean": dsrl_clean,
+    "dsrl_settings": dsrl_settings,
     "steerability": steerability,
     "collect_quality": collect_quality,
     "env_speed": env_speed,

@@ -212,3 +212,32 @@ def test_pixels_steer_lift_is_paired_with_the_base_on_the_same_episodes() -> Non
     assert [c[1] for c in cells] == ["0", "1"]
     assert cells[0][9:12] == ["0.45", "**0.72**", "+27"]
     assert cells[1][9:12] == ["–", "**0.72**", "–"]
+
+
+def test_dsrl_settings_keeps_one_line_per_override_and_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = tmp_path / "dsrl.jsonl"
+    cadence = ["run.eval_every=5000", "run.checkpoint_every=10000"]
+    lines = [
+        dsrl_row(
+            "pick-place-v3", 0, overrides=[*cadence, "dsrl.tau=0.005"], env_steps=50005, success_rate=0.6
+        ),
+        dsrl_row("pick-place-v3", 0, overrides=[*cadence, "dsrl.actor_lr=1e-4"], env_steps=50022),
+        dsrl_row(
+            "pick-place-v3",
+            0,
+            overrides=[*cadence, "dsrl.actor_lr=1e-4"],
+            unseen_history=[{"env_steps": 60011, "success_rate": 0.88}],
+        ),
+        dsrl_row("pick-place-v3", 0, overrides=cadence, variant="sac"),
+    ]
+    rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    md = fence(tmp_path / "x.md", "dsrl_settings", str(rows))
+    assert run(capsys, "--write", str(md))[0] == 0
+    got = [line for line in md.read_text().splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert got == [
+        "| pick-place-v3 | 0 | `dsrl.actor_lr=1e-4` | 0.42 | 0.98 | **0.96** | — | — | 0.95 | 50,022 | 50.0 |",
+        "| pick-place-v3 | 0 | `dsrl.actor_lr=1e-4` | 0.42 | 0.98 | **0.96** | — | 0.88 (60k) | 0.95 | 100,001 | 50.0 |",
+        "| pick-place-v3 | 0 | `dsrl.tau=0.005` | 0.42 | 0.98 | **0.60** | — | — | 0.95 | 50,005 | 50.0 |",
+    ]
