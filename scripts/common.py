@@ -171,9 +171,11 @@ def log_beside(run: Path, suffix: str = ".log") -> Path:
 
 
 def run_module(args: list[str], log: Path, cwd: Path) -> None:
-    """``python -m <args>`` in ``cwd`` with its output in ``log``; raises if it fails (benchmark grid steps)."""
+    """``python -m <args>`` in ``cwd`` with its output in ``log`` (its folder made if new); raises if it fails
+    (benchmark grid steps)."""
     import subprocess
 
+    log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as f:
         subprocess.run([sys.executable, "-m", *args], cwd=cwd, stdout=f, stderr=subprocess.STDOUT, check=True)
 

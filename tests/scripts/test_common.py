@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from robosteer.scripts.common import log_beside, read_results
+from robosteer.scripts.common import log_beside, read_results, run_module
 
 
 def test_log_beside_keeps_dotted_run_names_apart():
@@ -25,3 +25,10 @@ def test_read_results_fills_key_fields_that_old_rows_lack(tmp_path: Path):
     done = read_results(path, ("seed", "which"), defaults={"which": "latest"})
     assert {k: r["success_rate"] for k, r in done.items()} == {(0, "latest"): 0.5, (0, "best"): 0.9}
     assert read_results(tmp_path / "missing.jsonl", ("seed",)) == {}
+
+
+def test_run_module_writes_its_log_into_a_new_folder(tmp_path: Path) -> None:
+    """A benchmark's per-checkpoint evaluations log under a folder of their own that nothing made before."""
+    log = tmp_path / "dsrl_na_s0_eval_kept" / "000060003.log"
+    run_module(["json.tool", "--help"], log, tmp_path)
+    assert "usage" in log.read_text()
