@@ -283,8 +283,9 @@ def main() -> None:
         "--unseen-every",
         type=int,
         default=0,
-        help="keep a checkpoint every this many env steps (run.keep_every) and evaluate each on the unseen "
-        "episodes (the row's unseen_history; 0: off)",
+        help="keep a checkpoint every this many env steps (run.keep_every: the first save past each multiple, so "
+        "at most as often as run.checkpoint_every) and evaluate each on the unseen episodes (the row's "
+        "unseen_history; 0: off)",
     )
     parser.add_argument("--out", default="runs/bench/dsrl")
     parser.add_argument(
