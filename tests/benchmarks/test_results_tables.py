@@ -91,6 +91,11 @@ def test_malformed_rows_name_file_line_and_key(tmp_path: Path, capsys: pytest.Ca
     assert rc == 2 and f"{rows}:2: row has no key 'seed'" in err and len(err.strip().splitlines()) == 1
 
 
+def table_lines(md: Path) -> list[str]:
+    """A written table's header and body lines (its separator left out)."""
+    return [line for line in md.read_text().splitlines() if line.startswith("| ") and "---" not in line]
+
+
 def dsrl_row(task: str, seed: int, variant: str = "na", **kw: object) -> dict:
     history = [{"env_steps": 0.0, "success_rate": 0.12}, {"env_steps": 50012.0, "success_rate": 0.98}]
     history.append({"env_steps": 100001.0, "success_rate": 0.98 if seed == 0 else 0.9})
@@ -115,7 +120,7 @@ def test_dsrl_weak_base_from_fixture_rows(tmp_path: Path, capsys: pytest.Capture
     md = fence(tmp_path / "x.md", "dsrl_weak_base", str(rows))
     assert run(capsys, str(md))[0] == 1
     assert run(capsys, "--write", str(md))[0] == 0
-    got = [line for line in md.read_text().splitlines() if line.startswith("| ") and "---" not in line][1:]
+    got = table_lines(md)[1:]
     assert got == [
         "| pick-place-v3 | 0 | 0.42 | 0.98 (50k, 100k) | 0.79 | **0.92** | 100,001 | 49.2 |",
         "| push-v3 | 0 | 0.42 | 0.98 (50k, 100k) | **0.96** | 0.95 | 100,001 | 50.0 |",
@@ -138,7 +143,7 @@ def test_dsrl_weak_base_shows_kept_checkpoints_on_the_unseen_episodes(
     rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
     md = fence(tmp_path / "x.md", "dsrl_weak_base", str(rows))
     assert run(capsys, "--write", str(md))[0] == 0
-    got = [line for line in md.read_text().splitlines() if line.startswith("| ") and "---" not in line]
+    got = table_lines(md)
     assert "| acting actor at kept checkpoints, same ep. |" in got[0]
     assert got[1:] == [
         "| pick-place-v3 | 0 | 0.42 | 0.98 (50k, 100k) | **0.96** | 0.91 (30k), 0.80 (40k) | 0.95 | 100,001 | 50.0 |",
@@ -235,7 +240,7 @@ def test_dsrl_settings_keeps_one_line_per_override_and_budget(
     rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
     md = fence(tmp_path / "x.md", "dsrl_settings", str(rows))
     assert run(capsys, "--write", str(md))[0] == 0
-    got = [line for line in md.read_text().splitlines() if line.startswith("| ") and "---" not in line][1:]
+    got = table_lines(md)[1:]
     assert got == [
         "| pick-place-v3 | 0 | `dsrl.actor_lr=1e-4` | 0.42 | 0.98 | **0.96** | — | — | 0.95 | 50,022 | 50.0 |",
         "| pick-place-v3 | 0 | `dsrl.actor_lr=1e-4` | 0.42 | 0.98 | **0.96** | — | 0.88 (60k) | 0.95 | 100,001 | 50.0 |",
