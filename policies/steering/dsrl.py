@@ -48,6 +48,7 @@ from robosteer.policies.steering.loop import (
 
 VARIANTS = ("na", "sac")
 LATENTS = ("full", "shared")
+LR_DECAYS = ("none", "cosine")
 
 
 class NoiseDecoder(Protocol):
@@ -69,6 +70,10 @@ class DSRLConfig:
     gamma: float = 0.99  # reference: discount per chunk transition
     tau: float = 0.005  # reference: Polyak rate of the target critic
     actor_lr: float = 3e-4  # reference
+    # cosine (ours): the actor's learning rate falls from actor_lr to 0 over the run's env-step budget, so the
+    # last actor stops following a critic that keeps moving (pick-place-v3: the final actor declined 0.92 ->
+    # 0.75 over 40k-100k env steps at a constant rate; actor_lr=1e-4 postponed the decline)
+    actor_lr_decay: str = "none"  # reference: none (a constant rate) | cosine
     critic_lr: float = 3e-4  # reference
     temperature_lr: float = 3e-4  # reference (learned toward target_entropy); 0: α stays at init_temperature
     batch_size: int = 256  # reference
@@ -116,6 +121,10 @@ class DSRLConfig:
             raise ValueError(f"DSRL noise_bank={self.noise_bank} must be >= 0 (0: decode fresh latents)")
         if self.latent not in LATENTS:
             raise ValueError(f"DSRL latent={self.latent!r} is not known: expected one of {LATENTS}")
+        if self.actor_lr_decay not in LR_DECAYS:
+            raise ValueError(
+                f"DSRL actor_lr_decay={self.actor_lr_decay!r} is not known: expected one of {LR_DECAYS}"
+            )
         if not 0.0 <= self.actor_tau <= 1.0:
             raise ValueError(f"DSRL actor_tau={self.actor_tau} must be in [0, 1] (0: no averaged actor)")
 
@@ -458,6 +467,14 @@ class DSRL(OnlineLearner):
         """Remember the played (latent, chunk) for ``observe``; (taken, chunk) for the replay."""
         self._played = (latent, chunk)
         return (chunk.flatten(1) if self.config.variant == "na" else latent), chunk
+
+    def set_progress(self, done: float) -> None:
+        """``actor_lr_decay=cosine``: the actor's rate at this share of the budget (a function of it alone, so a
+        resumed run sets the same rates)."""
+        if self.config.actor_lr_decay == "cosine":
+            lr = self.config.actor_lr * 0.5 * (1.0 + math.cos(math.pi * min(max(done, 0.0), 1.0)))
+            for group in self.actor_opt.param_groups:
+                group["lr"] = lr
 
     def learn(
         self, n_updates: int, n_transitions: int, sample: Sampler, generator: torch.Generator

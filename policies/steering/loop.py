@@ -122,6 +122,9 @@ class OnlineLearner(nn.Module, ABC):
         """Flattened low-dim observation history: {key: (B, To, D)} → (B, To·ΣD)."""
         return flat_features(obs, self.obs_keys)
 
+    def set_progress(self, done: float) -> None:
+        """The share of the run's env-step budget done, told before every :meth:`learn` (schedules read it)."""
+
     def observe(self, obs: Obs, chunk: torch.Tensor, steps: Flags, done: Flags, success: Flags) -> None:
         """Every collected transition (executed steps per row, episode ends, ends in success)."""
 
@@ -423,6 +426,7 @@ class OnlineRun:
 
         counters = self.counters
         n_updates = owed_updates(counters, self.cfg.utd, new_transitions)
+        self.learner.set_progress(counters["env_steps"] / self.cfg.env_steps)
         self.info.update(self.learner.learn(n_updates, new_transitions, self.sample, self.gen))
         # a NaN/inf loss stops the run here, before any save: checkpoints/latest stays the last good one
         self.run.check(losses(self.info), counters["env_steps"])

@@ -11,6 +11,7 @@ T_RL_OLD = "tests/policies/rl/test_rl_blocks.py"
 STEER = "policies/steering/steerability.py"
 T_STEER = "tests/policies/steering/test_steerability.py"
 T_AVG = "tests/policies/steering/test_dsrl.py::test_averaged_actor_is_a_polyak_average_that_acts_where_the_run_is_judged"
+T_DECAY = "tests/policies/steering/test_dsrl.py::test_actor_lr_decay_sets_the_actors_rate_from_the_share_of_the_budget_done"
 SERVED = "policies/steering/served.py"
 T_SERVED = "tests/scripts/test_steer.py::test_dsrl_steers_a_served_base"
 
@@ -358,6 +359,27 @@ FAULTS = [
         "None if noise is None else noise[i : i + n]",
         "None",
         T_SERVED,
+    ),
+    _f(
+        "actor lr decay: a quarter cosine (half the budget leaves 0.85 of actor_lr, not half)",
+        DSRL,
+        "math.cos(math.pi * min(max(done, 0.0), 1.0))",
+        "math.cos(0.5 * math.pi * min(max(done, 0.0), 1.0))",
+        T_DECAY,
+    ),
+    _f(
+        "actor lr decay: past the budget the rate climbs back (no clamp)",
+        DSRL,
+        "math.cos(math.pi * min(max(done, 0.0), 1.0))",
+        "math.cos(math.pi * done)",
+        T_DECAY,
+    ),
+    _f(
+        "actor lr decay: the loop never tells the learner its progress",
+        LOOP,
+        '        self.learner.set_progress(counters["env_steps"] / self.cfg.env_steps)\n',
+        "",
+        T_LOOP,
     ),
     _f(
         "averaged actor: the Polyak rate applied the wrong way round (the average jumps to the trained actor)",

@@ -287,6 +287,26 @@ def test_temperature_lr_zero_keeps_alpha_fixed_and_a_negative_one_is_refused():
         DSRLConfig(temperature_lr=-0.1)
 
 
+@pytest.mark.parametrize(
+    "decay, wanted", [("cosine", [3e-4, 1.5e-4, 0.0, 0.0]), ("none", [3e-4, 3e-4, 3e-4, 3e-4])]
+)
+def test_actor_lr_decay_sets_the_actors_rate_from_the_share_of_the_budget_done(decay, wanted):
+    """``actor_lr_decay=cosine``: actor_lr · (1 + cos(π·done)) / 2, at 0, half, all and past the budget; the
+    critics' rates never move; ``none`` keeps actor_lr."""
+    cfg = DSRLConfig(variant="sac", hidden=[16], batch_size=16, actor_lr_decay=decay)
+    agent = DSRL(SignBase(), obs_dim=2, exec_slice=slice(0, 1), config=cfg)
+    rates = []
+    for done in (0.0, 0.5, 1.0, 1.2):
+        agent.set_progress(done)
+        rates.append(agent.actor_opt.param_groups[0]["lr"])
+        assert agent.critic_opt.param_groups[0]["lr"] == cfg.critic_lr
+    assert rates == pytest.approx(wanted, abs=1e-12)
+    with pytest.raises(
+        ValueError, match=r"actor_lr_decay='linear' is not known: expected one of \('none', 'cosine'\)"
+    ):
+        DSRLConfig(actor_lr_decay="linear")
+
+
 def test_averaged_actor_is_a_polyak_average_that_acts_where_the_run_is_judged():
     """``actor_tau``: after each actor step the averaged actor is (1 − τ)·avg + τ·trained, exactly; the
     evaluation planner acts with it, exploration and ``trained=True`` with the trained actor."""
