@@ -434,7 +434,8 @@ def dsrl_clean(rows: list[Row]) -> str:
     """DSRL-NA on bases from a few clean demos, trained with action noise: steerability, base and final actors."""
 
     def key(r: Row) -> tuple:  # a run extended to a larger budget keeps its shorter row beside the longer
-        return (r["task"], r["base"].get("augment", 0), r["seed"], round(r["env_steps"], -4))
+        b = r["base"]
+        return (r["task"], b.get("augment", 0), b["steps"], r["seed"], round(r["env_steps"], -4))
 
     runs = sorted(last_per(rows, key).values(), key=key)
     if not runs:

@@ -246,3 +246,27 @@ def test_dsrl_settings_keeps_one_line_per_override_and_budget(
         "| pick-place-v3 | 0 | `dsrl.actor_lr=1e-4` | 0.42 | 0.98 | **0.96** | — | 0.88 (60k) | 0.95 | 100,001 | 50.0 |",
         "| pick-place-v3 | 0 | `dsrl.tau=0.005` | 0.42 | 0.98 | **0.60** | — | — | 0.95 | 50,005 | 50.0 |",
     ]
+
+
+def test_dsrl_clean_keeps_bases_trained_for_different_steps_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two recipes that differ only in the base's training steps are two lines; a re-run of one recipe,
+    seed and budget replaces its line."""
+    rows = tmp_path / "clean.jsonl"
+
+    def clean(steps: int, success: float) -> dict:
+        base = {"noise": 0.0, "demos": 10, "steps": steps, "augment": 0.3}
+        return dsrl_row(
+            "pick-place-v3", 1, base=base, base_success=0.02, success_rate=success, env_steps=30016
+        )
+
+    lines = [clean(3000, 0.27), clean(8000, 0.25), clean(8000, 0.31)]
+    rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    md = fence(tmp_path / "x.md", "dsrl_clean", str(rows))
+    assert run(capsys, "--write", str(md))[0] == 0
+    got = [line.split(" | ")[2:8] for line in table_lines(md)[1:]]
+    assert got == [
+        ["10 clean demos, 3k steps, action_noise_std=0.3", "—", "0.02", "0.98", "**0.27**", "+0.25"],
+        ["10 clean demos, 8k steps, action_noise_std=0.3", "—", "0.02", "0.98", "**0.31**", "+0.29"],
+    ]
