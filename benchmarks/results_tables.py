@@ -457,6 +457,7 @@ def dsrl_clean(rows: list[Row]) -> str:
                 f"**{r['success_rate']:.2f}**",
                 f"{r['success_rate'] - r['base_success']:+.2f}",
                 f"{r['trained_actor_success']:.2f}" if r.get("trained_actor_success") is not None else "—",
+                kept_checkpoints(r.get("unseen_history")),
                 f"{r['best_actor_success']:.2f}",
                 f"{r['env_steps']:,}",
                 f"{r['wall_s'] / 60:.1f}",
@@ -464,7 +465,8 @@ def dsrl_clean(rows: list[Row]) -> str:
         )
     columns = ["task", "seed", "base", "steerability ratio", "base, stock sampler (100 ep.)"]
     columns += ["best periodic eval (50 ep.)", "final averaged actor, 100 unseen ep.", "lift"]
-    columns += ["final trained actor, same ep.", "`best` actor", "env steps", "wall min"]
+    columns += ["final trained actor, same ep.", "acting actor at kept checkpoints, same ep.", "`best` actor"]
+    columns += ["env steps", "wall min"]
     return measured(runs) + "\n\n" + table(columns, body)
 
 

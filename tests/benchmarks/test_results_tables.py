@@ -261,12 +261,12 @@ def test_dsrl_clean_keeps_bases_trained_for_different_steps_apart(
             "pick-place-v3", 1, base=base, base_success=0.02, success_rate=success, env_steps=30016
         )
 
-    lines = [clean(3000, 0.27), clean(8000, 0.25), clean(8000, 0.31)]
+    kept = [{"env_steps": 10031, "success_rate": 0.22}, {"env_steps": 30016, "success_rate": 0.31}]
+    lines = [clean(3000, 0.27), clean(8000, 0.25), {**clean(8000, 0.31), "unseen_history": kept}]
     rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
     md = fence(tmp_path / "x.md", "dsrl_clean", str(rows))
     assert run(capsys, "--write", str(md))[0] == 0
-    got = [line.split(" | ")[2:8] for line in table_lines(md)[1:]]
-    assert got == [
-        ["10 clean demos, 3k steps, action_noise_std=0.3", "—", "0.02", "0.98", "**0.27**", "+0.25"],
-        ["10 clean demos, 8k steps, action_noise_std=0.3", "—", "0.02", "0.98", "**0.31**", "+0.29"],
-    ]
+    got = [line.split(" | ")[2:10] for line in table_lines(md)[1:]]
+    first = ["10 clean demos, 3k steps, action_noise_std=0.3", "—", "0.02", "0.98", "**0.27**", "+0.25"]
+    second = ["10 clean demos, 8k steps, action_noise_std=0.3", "—", "0.02", "0.98", "**0.31**", "+0.29"]
+    assert got == [[*first, "—", "—"], [*second, "—", "0.22 (10k), 0.31 (30k)"]]
