@@ -71,8 +71,8 @@ class DSRLConfig:
     tau: float = 0.005  # reference: Polyak rate of the target critic
     actor_lr: float = 3e-4  # reference
     # cosine (ours): the actor's learning rate falls from actor_lr to 0 over the run's env-step budget, so the
-    # last actor stops following a critic that keeps moving (pick-place-v3: the final actor declined 0.92 ->
-    # 0.75 over 40k-100k env steps at a constant rate; actor_lr=1e-4 postponed the decline)
+    # last actor stops following a critic that keeps moving. Tried against pick-place-v3's late decline (the
+    # final actor below its 30k-50k peak at a constant rate): it did not remove it (README, DSRL settings)
     actor_lr_decay: str = "none"  # reference: none (a constant rate) | cosine
     critic_lr: float = 3e-4  # reference
     temperature_lr: float = 3e-4  # reference (learned toward target_entropy); 0: α stays at init_temperature
