@@ -65,6 +65,7 @@ REFERENCE: dict[str, dict[str, object]] = {
         "variant": "na",
         "critic_obs": "policy",  # SB3 SAC: actor and critics share the observation (no privileged critic)
         "actor_lr": 3e-4,
+        "actor_lr_decay": "none",  # train_dsrl.py passes learning_rate=actor_lr, a float: SB3 keeps it constant
         "critic_lr": 3e-4,
         "activation": "tanh",
         "num_critics": 2,
