@@ -43,7 +43,11 @@ def _run(args: list[str], log: Path) -> None:
     run_module(args, log, ROOT)
 
 
-def _evaluate(checkpoint: Path, task: str, episodes: int, out: Path, which: str = "ema") -> float:
+def _evaluate(
+    checkpoint: Path, task: str, episodes: int, out: Path, which: str = "ema", deterministic: bool = True
+) -> float:
+    """robosteer-eval's success on the unseen episodes (cached in ``out``); ``deterministic=False``: a steering
+    run's actor samples its latents instead of acting with their mean."""
     if not (out / "metrics.json").exists():
         _run(
             [
@@ -53,6 +57,7 @@ def _evaluate(checkpoint: Path, task: str, episodes: int, out: Path, which: str 
                 f"task={task}",
                 f"episodes={episodes}",
                 f"seed={EVAL_SEED}",
+                *([] if deterministic else ["deterministic=false"]),
                 "video=false",
                 "progress=false",
                 f"out={out}",
@@ -87,16 +92,24 @@ def _evaluate_trained(run: Path, task: str, episodes: int, out: Path) -> float |
     return float(json.loads(metrics.read_text())["success_rate"])
 
 
-def unseen_history(run: Path, task: str, episodes: int) -> list[dict]:
+def kept_checkpoints(run: Path) -> list[Path]:
+    """The checkpoints a run kept (``run.keep_every``), in step order (their names are zero-padded steps)."""
+    history = run / "checkpoints" / "history"
+    return sorted(history.iterdir()) if history.is_dir() else []
+
+
+def unseen_history(run: Path, task: str, episodes: int, deterministic: bool = True) -> list[dict]:
     """The acting actor of every checkpoint the run kept (``run.keep_every``) on the unseen episodes: a late
     decline shows here, on the same episodes as the final figure, not only in the 50 validation episodes
-    that pick ``best``."""
-    history = run / "checkpoints" / "history"
-    kept = sorted(history.iterdir()) if history.is_dir() else []
+    that pick ``best``. ``deterministic=False``: the same actors sampling their latents (``_eval_kept_sampled``)."""
+    kept = kept_checkpoints(run)
+    where = "_eval_kept" if deterministic else "_eval_kept_sampled"
     return [
         {
             "env_steps": int(json.loads((ck / "extra.json").read_text())["counters"]["env_steps"]),
-            "success_rate": _evaluate(ck, task, episodes, Path(f"{run}_eval_kept/{ck.name}"), which="latest"),
+            "success_rate": _evaluate(
+                ck, task, episodes, Path(f"{run}{where}/{ck.name}"), "latest", deterministic
+            ),
         }
         for ck in kept
     ]

@@ -385,12 +385,14 @@ def kept_checkpoints(history: list[dict] | None) -> str:
     return ", ".join(f"{h['success_rate']:.2f} ({steps_k(h['env_steps'])})" for h in history)
 
 
+def changed(r: Row) -> str:
+    """A run's ``robosteer-steer`` overrides, less the benchmark's own cadence (which says nothing about the method)."""
+    own = [o for o in r["overrides"] if not o.startswith(("run.eval_every=", "run.checkpoint_every="))]
+    return " ".join(f"`{o}`" for o in own) or "defaults"
+
+
 def dsrl_settings(rows: list[Row]) -> str:
     """DSRL-NA runs that differ in ``robosteer-steer`` overrides: one line per task, seed, overrides and budget."""
-
-    def changed(r: Row) -> str:  # the benchmark's own cadence overrides say nothing about the method
-        own = [o for o in r["overrides"] if not o.startswith(("run.eval_every=", "run.checkpoint_every="))]
-        return " ".join(f"`{o}`" for o in own) or "defaults"
 
     def key(r: Row) -> tuple:
         return (r["task"], changed(r), r["seed"], round(r["env_steps"], -4))
@@ -427,6 +429,33 @@ def dsrl_settings(rows: list[Row]) -> str:
         "env steps",
         "wall min",
     ]
+    return table(columns, body)
+
+
+def dsrl_kept(rows: list[Row]) -> str:
+    """A DSRL run's kept checkpoints acting with their mean latent and sampling (benchmarks/dsrl_kept.py)."""
+
+    def key(r: Row) -> tuple:
+        return (r["task"], changed(r), r["seed"])
+
+    runs = sorted(last_per(rows, key).values(), key=key)
+    if not runs:
+        raise TableError("no rows of benchmarks/dsrl_kept.py")
+    body = [
+        [
+            r["task"],
+            r["seed"],
+            changed(r),
+            ", ".join(f"{k['env_steps'] / 1000:.0f}" for k in r["kept"]),
+            ", ".join(f"{k['mean_latent']:.2f}" for k in r["kept"]),
+            ", ".join(f"{k['sampled']:.2f}" for k in r["kept"]),
+            ", ".join(f"{k['last_critic_q']:.1f}" if "last_critic_q" in k else "—" for k in r["kept"]),
+        ]
+        for r in runs
+    ]
+    columns = ["task", "seed", "overrides", "kept checkpoints (k env steps)"]
+    columns += [f"mean latent ({runs[0]['episodes']} unseen ep.)", "sampled latents, same ep."]
+    columns += ["the last critic's Q^A of the mean latent (replay states)"]
     return table(columns, body)
 
 
@@ -1111,6 +1140,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "dsrl_baselines": dsrl_baselines,
     "dsrl_clean": dsrl_clean,
     "dsrl_settings": dsrl_settings,
+    "dsrl_kept": dsrl_kept,
     "steerability": steerability,
     "collect_quality": collect_quality,
     "env_speed": env_speed,

@@ -248,6 +248,30 @@ def test_dsrl_settings_keeps_one_line_per_override_and_budget(
     ]
 
 
+def test_dsrl_kept_shows_both_ways_per_run_and_keeps_the_last_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = tmp_path / "kept.jsonl"
+
+    def kept(seed: int, mean: float, overrides: list[str]) -> dict:
+        points = [{"env_steps": 50019, "mean_latent": 0.94, "sampled": 0.72, "last_critic_q": -11.94}]
+        points.append({"env_steps": 80031, "mean_latent": mean, "sampled": 0.66})  # no critic view: —
+        return {"task": "pick-place-v3", "variant": "na", "seed": seed, "overrides": overrides,
+                "episodes": 100, "kept": points, "command": "python ...", "commit": "1c32d70"}  # fmt: skip
+
+    cos = ["run.eval_every=5000", "dsrl.actor_lr_decay=cosine"]
+    lines = [kept(2, 0.5, cos), kept(2, 0.64, cos), kept(1, 0.8, ["run.eval_every=5000"])]
+    rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    md = fence(tmp_path / "x.md", "dsrl_kept", str(rows))
+    assert run(capsys, "--write", str(md))[0] == 0
+    assert table_lines(md) == [
+        "| task | seed | overrides | kept checkpoints (k env steps) | mean latent (100 unseen ep.) "
+        "| sampled latents, same ep. | the last critic's Q^A of the mean latent (replay states) |",
+        "| pick-place-v3 | 2 | `dsrl.actor_lr_decay=cosine` | 50, 80 | 0.94, 0.64 | 0.72, 0.66 | -11.9, — |",
+        "| pick-place-v3 | 1 | defaults | 50, 80 | 0.94, 0.80 | 0.72, 0.66 | -11.9, — |",
+    ]
+
+
 def test_dsrl_clean_keeps_bases_trained_for_different_steps_apart(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
