@@ -61,7 +61,7 @@ def critic_view(run: Path, states: int, seed: int = 0) -> list[float]:
     values = []
     with torch.no_grad():
         for ck in kept:
-            actor = load_steered_policy(str(ck)).agent
+            actor = judge if ck == kept[-1] else load_steered_policy(str(ck)).agent  # the judge's own too
             latent, _ = actor.acting_actor(actor.features(obs), deterministic=True)  # (S, latent_dim)
             chunk = judge.decode(obs, latent).flatten(1)  # (S, Ta·Da)
             q = judge.critic.reduce(judge.critic(judge.critic_features(obs), chunk), "min")  # (S,)

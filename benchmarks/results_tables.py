@@ -446,14 +446,14 @@ def dsrl_kept(rows: list[Row]) -> str:
             r["task"],
             r["seed"],
             changed(r),
-            ", ".join(f"{k['env_steps'] / 1000:.0f}" for k in r["kept"]),
+            ", ".join(steps_k(k["env_steps"]) for k in r["kept"]),
             ", ".join(f"{k['mean_latent']:.2f}" for k in r["kept"]),
             ", ".join(f"{k['sampled']:.2f}" for k in r["kept"]),
             ", ".join(f"{k['last_critic_q']:.1f}" if "last_critic_q" in k else "—" for k in r["kept"]),
         ]
         for r in runs
     ]
-    columns = ["task", "seed", "overrides", "kept checkpoints (k env steps)"]
+    columns = ["task", "seed", "overrides", "kept checkpoints (env steps)"]
     columns += [f"mean latent ({runs[0]['episodes']} unseen ep.)", "sampled latents, same ep."]
     columns += ["the last critic's Q^A of the mean latent (replay states)"]
     return table(columns, body)

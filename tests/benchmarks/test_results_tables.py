@@ -265,10 +265,10 @@ def test_dsrl_kept_shows_both_ways_per_run_and_keeps_the_last_row(
     md = fence(tmp_path / "x.md", "dsrl_kept", str(rows))
     assert run(capsys, "--write", str(md))[0] == 0
     assert table_lines(md) == [
-        "| task | seed | overrides | kept checkpoints (k env steps) | mean latent (100 unseen ep.) "
+        "| task | seed | overrides | kept checkpoints (env steps) | mean latent (100 unseen ep.) "
         "| sampled latents, same ep. | the last critic's Q^A of the mean latent (replay states) |",
-        "| pick-place-v3 | 2 | `dsrl.actor_lr_decay=cosine` | 50, 80 | 0.94, 0.64 | 0.72, 0.66 | -11.9, — |",
-        "| pick-place-v3 | 1 | defaults | 50, 80 | 0.94, 0.80 | 0.72, 0.66 | -11.9, — |",
+        "| pick-place-v3 | 2 | `dsrl.actor_lr_decay=cosine` | 50k, 80k | 0.94, 0.64 | 0.72, 0.66 | -11.9, — |",
+        "| pick-place-v3 | 1 | defaults | 50k, 80k | 0.94, 0.80 | 0.72, 0.66 | -11.9, — |",
     ]
 
 
