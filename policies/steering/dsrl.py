@@ -96,6 +96,11 @@ class DSRLConfig:
     # lives, which N(0, I) alone over-rates (push-v3: predicted advantage 4.8 vs 0.8 under Q^A).
     noise_bank: int = 0  # reference: fresh latents on replay batches
     backup_entropy: bool = True  # reference (SB3 SAC): subtract α·log π(w'|s') in the TD target
+    # Which next latent w' the TD target decodes. sampled (reference, SAC): w' ~ π(·|s'), so the critics value the
+    # stochastic actor. mean (ours): the acting actor's mean latent (the averaged actor when actor_tau > 0, as
+    # TD3's target actor), so the critics value the policy that evaluation, `best` and deployment run; with
+    # `sampled` that policy is never valued and its success drifts while the sampled one stays level (README).
+    backup_latent: str = "sampled"  # reference: sampled | mean
     # full: one latent per (Tp, Da) noise entry | shared: one Da-vector repeated over the Tp rows (nakamotoo/
     # dsrl_pi0: a far smaller space for the critics; check the base's success with repeated noise first)
     latent: str = "full"  # reference (ajwagen/dsrl)
@@ -111,6 +116,14 @@ class DSRLConfig:
             raise ValueError(f"DSRL variant {self.variant!r} is not known: expected one of {VARIANTS}")
         if self.backup not in ("min", "mean"):
             raise ValueError(f"DSRL backup {self.backup!r} is not known: expected 'min' or 'mean'")
+        if self.backup_latent not in ("sampled", "mean"):
+            raise ValueError(
+                f"DSRL backup_latent={self.backup_latent!r} is not known: expected 'sampled' or 'mean'"
+            )
+        if self.backup_latent == "mean" and self.backup_entropy:
+            raise ValueError(
+                "DSRL backup_latent=mean has no log-probability to back up: set backup_entropy=false"
+            )
         if self.noise_critic_samples < 1 or self.batch_size % self.noise_critic_samples:
             raise ValueError(
                 f"DSRL noise_critic_samples={self.noise_critic_samples} must be >= 1 and divide "
@@ -190,7 +203,8 @@ class DSRL(OnlineLearner):
         )
         self.actor: nn.Module = head if actor_encoder is None else EncodedActor(actor_encoder, head).eval()
         # the Polyak-averaged actor that acts where the run is judged (``actor_tau``); never optimised
-        self.actor_avg = copy.deepcopy(self.actor).requires_grad_(False) if cfg.actor_tau > 0 else None
+        # (eval mode: it never trains, and an own encoder's random crop augments training steps only)
+        self.actor_avg = copy.deepcopy(self.actor).requires_grad_(False).eval() if cfg.actor_tau > 0 else None
         self.temperature = Temperature(cfg.init_temperature, cfg.target_entropy)
         c_dim = self.critic_obs_dim
         self.critic = CriticEnsemble(c_dim, self.taken_dim, **kw)  # NA: Q^A(s, a_executed); SAC: Q(s, w)
@@ -298,7 +312,10 @@ class DSRL(OnlineLearner):
         alpha = self.temperature.alpha
 
         with torch.no_grad():
-            w2, logp2 = self.actor(s2, generator=generator)
+            if cfg.backup_latent == "mean":  # (B, latent_dim): the acting actor's mean; logp2 is unused
+                w2, logp2 = self.acting_actor(s2, deterministic=True)
+            else:
+                w2, logp2 = self.actor(s2, generator=generator)
             if cfg.variant == "na":
                 a2 = self.decode(batch["next_obs"], w2).flatten(1)  # a' = π_dp(s', w')
                 q2 = self.critic_target(c2, a2)

@@ -83,6 +83,7 @@ REFERENCE: dict[str, dict[str, object]] = {
         "noise_bank": 0,
         "actor_tau": 0.0,  # no averaged actor (the SB3 fork evaluates its trained actor)
         "backup_entropy": True,
+        "backup_latent": "sampled",  # SB3 SAC's target samples the next action from the actor
     },
     "expo": {
         "policy": "otf",

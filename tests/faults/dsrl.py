@@ -93,6 +93,20 @@ FAULTS = [
         T_DSRL,
     ),
     _f(
+        "dsrl: backup_latent=mean ignored (the next latent is always sampled)",
+        DSRL,
+        'if cfg.backup_latent == "mean":',
+        "if False:",
+        T_DSRL,
+    ),
+    _f(
+        "dsrl: backup_latent=mean reads the trained actor, not the acting (averaged) one",
+        DSRL,
+        "w2, logp2 = self.acting_actor(s2, deterministic=True)",
+        "w2, logp2 = self.actor(s2, deterministic=True)",
+        T_DSRL,
+    ),
+    _f(
         "dsrl: backup=mean ignored (always min)",
         DSRL,
         "q2 = self.critic_target.reduce(q2, cfg.backup)",

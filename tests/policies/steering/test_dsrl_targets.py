@@ -194,6 +194,55 @@ def test_update_td_target_critic_actor_temperature_and_polyak_by_hand(
     assert agent.temperature.log_alpha.item() == pytest.approx(want_log_alpha, rel=1e-5)
 
 
+@pytest.mark.parametrize("variant", ["na", "sac"])
+@pytest.mark.parametrize("averaged", [False, True])
+def test_mean_backup_latent_values_the_acting_actors_mean_by_hand(variant, averaged):
+    """``backup_latent=mean``: y = r + (1−d)·γ·min_i Q^targ_i(s', a'(w')) with w' = M·tanh(m'), the mean of
+    the actor that acts (the averaged one when ``actor_tau`` > 0, else the trained one), no draw at s' and no
+    entropy; the actor's w̃ at s is then the generator's first draw."""
+    agent = _agent(variant, backup_latent="mean", backup_entropy=False, actor_tau=0.3 if averaged else 0.0)
+    m_acting = torch.linspace(-0.6, 0.7, agent.latent_dim)
+    if averaged:  # an averaged actor whose mean differs from the trained one's
+        m_acting = torch.linspace(0.8, -0.4, agent.latent_dim)
+        with torch.no_grad():
+            agent.actor_avg.mean.weight.zero_()
+            agent.actor_avg.mean.bias.copy_(m_acting)
+    b = 4
+    obs, nxt = _state(b, 20), _state(b, 21)
+    reward, done = torch.tensor([-1.0, -0.2, 0.0, -1.0]), torch.tensor([0.0, 0.0, 1.0, 0.0])
+    taken_dim = agent.exec_dim if variant == "na" else agent.latent_dim
+    taken = torch.randn(b, taken_dim, generator=torch.Generator().manual_seed(22)).clamp(-1.0, 1.0)
+    batch = {"obs": {"state": obs}, "next_obs": {"state": nxt}, "reward": reward, "done": done}
+    batch["action" if variant == "na" else "latent"] = taken
+    gen = torch.Generator().manual_seed(7)
+    draws = torch.Generator().set_state(gen.get_state())
+    target0 = _params(agent.critic_target)
+    qw = _params(agent.noise_critic) if variant == "na" else None
+    online0 = _params(agent.critic)
+
+    stats = agent.update(batch, generator=gen)
+
+    w2 = agent.config.latent_bound * torch.tanh(m_acting).expand(b, -1)
+    x2 = _decode(nxt, w2, "full") if variant == "na" else w2
+    y = reward + (1 - done) * GAMMA * _q(target0, nxt.flatten(1), x2).min(dim=0).values
+    assert stats["target_q"] == pytest.approx(y.mean().item(), rel=1e-5, abs=1e-5)
+    diff = _q(online0, obs.flatten(1), taken) - y
+    assert stats["critic_loss"] == pytest.approx((0.5 * (diff**2).mean(1).sum()).item(), rel=1e-5)
+    eps1 = torch.randn(b, agent.latent_dim, generator=draws)  # the first draw is now the actor's, at s
+    w1, logp1 = _actor_draw(agent, eps1)
+    if variant == "na":
+        q_pi = _q(qw, obs.flatten(1), w1).min(dim=0).values
+        assert stats["actor_loss"] == pytest.approx((ALPHA0 * logp1 - q_pi).mean().item(), rel=1e-5, abs=1e-5)
+    assert stats["entropy"] == pytest.approx(-logp1.mean().item(), rel=1e-5)
+
+
+def test_mean_backup_latent_refuses_an_entropy_backup_and_unknown_names():
+    with pytest.raises(ValueError, match="backup_entropy=false"):
+        DSRLConfig(backup_latent="mean", backup_entropy=True)
+    with pytest.raises(ValueError, match="expected 'sampled' or 'mean'"):
+        DSRLConfig(backup_latent="mode")
+
+
 def test_sac_log_prob_scores_the_unit_box_latent_without_log_m():
     """DSRL-SAC with M = 1.5: log π(w) is tanh(u)'s density (SB3), not w = M·tanh(u)'s (which adds −d·log M)."""
     agent = _agent("sac")
