@@ -2,7 +2,8 @@
 
 A learner (:class:`OnlineLearner`) chooses each executed chunk, consumes replay batches and hands out a
 policy for evaluation. The loop owns the env, the replay (mixed with offline demonstrations at a fixed share),
-logging, periodic evaluation with a ``best`` checkpoint, and ``checkpoints/latest`` for an exact resume.
+logging, periodic evaluation with a ``best`` checkpoint, and ``checkpoints/latest`` for a resume (the learner,
+replay and RNG exactly; the episodes in flight restart, as the simulator's state is not checkpointed).
 """
 
 from __future__ import annotations
@@ -314,7 +315,7 @@ def owed_updates(counters: dict[str, Any], utd: float, new_transitions: int) -> 
 class OnlineRun:
     """What every online steering loop shares, the simulator's (:func:`run_online`) and a robot's
     (``robosteer.real.steering.run_robot``): the run engine, the replay (offline demonstrations mixed in at
-    ``offline_ratio``), the counters and evaluation history, ``checkpoints/latest`` (an exact resume), the
+    ``offline_ratio``), the counters and evaluation history, ``checkpoints/latest`` (the resume state), the
     periodic evaluation with its ``best`` checkpoint, the owed gradient steps and the logged scalars.
 
     ``obs_space``: the env's single observation space ({key: (To, ...)}); ``eval_fn(policy) ->
