@@ -4,6 +4,7 @@ network, no account) holding the scalars, the evaluation videos and the config, 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,12 +17,22 @@ from robosteer.policies.run_log import LogSettings
 OFFLINE = LogSettings(logger="wandb", wandb_mode="offline")
 
 
-def _wandb_record(run_dir: Path) -> tuple[str, bytes]:
-    """The W&B run id kept in the run directory and the bytes of its offline run file."""
+def _wandb_record(run_dir: Path, expect: tuple[bytes, ...] = (), wait_s: float = 30.0) -> tuple[str, bytes]:
+    """The W&B run id kept in the run directory and the bytes of its offline run file. W&B's service process
+    writes that file on its own: once in a full suite it held only its 7-byte header when ``finish()`` had
+    returned, so this waits (up to ``wait_s``) until every ``expect`` is in it, or records follow the header."""
     run_id = (run_dir / "wandb_id").read_text().strip()
-    files = sorted((run_dir / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb"))
+    pattern = f"offline-run-*-{run_id}/run-{run_id}.wandb"
+    deadline = time.monotonic() + wait_s
+    while True:
+        files = sorted((run_dir / "wandb").glob(pattern))
+        data = b"".join(f.read_bytes() for f in files)
+        written = all(t in data for t in expect) if expect else all(f.stat().st_size > 7 for f in files)
+        if (files and written) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert files, sorted(p.name for p in (run_dir / "wandb").iterdir())
-    return run_id, b"".join(f.read_bytes() for f in files)
+    return run_id, data
 
 
 def _save(run: RunEngine, step: int) -> None:
@@ -44,8 +55,9 @@ def test_wandb_offline_run_holds_scalars_eval_video_and_config_and_resume_contin
     run.evaluate(lambda: {"success_rate": 0.25, "videos": [str(video)]}, 2, seed=0, best=lambda m: ({}, {}))
     _save(run, 2)
     run.finish()
-    run_id, data = _wandb_record(run_dir)
-    for text in (b"train/loss", b"eval/success_rate", b"eval/video", b"diffusion", str(run_dir).encode()):
+    texts = (b"train/loss", b"eval/success_rate", b"eval/video", b"diffusion", str(run_dir).encode())
+    run_id, data = _wandb_record(run_dir, texts)
+    for text in texts:
         assert text in data, text
     media = list((run_dir / "wandb").glob(f"offline-run-*-{run_id}/files/media/videos/eval/video_*.mp4"))
     assert len(media) == 1
