@@ -412,15 +412,15 @@ FAULTS = [
     _f(
         "dsrl benchmark: kept checkpoints are scored with the run's best actor, not their own",
         "benchmarks/dsrl_steering.py",
-        'Path(f"{run}_eval_kept/{ck.name}"), which="latest")',
-        'Path(f"{run}_eval_kept/{ck.name}"), which="best")',
+        'ck, task, episodes, Path(f"{run}{where}/{ck.name}"), "latest", deterministic',
+        'ck, task, episodes, Path(f"{run}{where}/{ck.name}"), "best", deterministic',
         "tests/benchmarks/test_dsrl_steering.py",
     ),
     _f(
         "dsrl benchmark: kept checkpoints listed newest first, not in env-step order",
         "benchmarks/dsrl_steering.py",
-        "kept = sorted(history.iterdir()) if history.is_dir() else []",
-        "kept = sorted(history.iterdir(), reverse=True) if history.is_dir() else []",
+        "return sorted(history.iterdir()) if history.is_dir() else []",
+        "return sorted(history.iterdir(), reverse=True) if history.is_dir() else []",
         "tests/benchmarks/test_dsrl_steering.py",
     ),
 ]
