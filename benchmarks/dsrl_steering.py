@@ -67,29 +67,38 @@ def _evaluate(
     return float(json.loads((out / "metrics.json").read_text())["success_rate"])
 
 
-def _evaluate_trained(run: Path, task: str, episodes: int, out: Path) -> float | None:
-    """The final checkpoint's *trained* actor on the same unseen states as ``_evaluate`` (what the run would
-    act with without ``dsrl.actor_tau``), beside the averaged actor it acts with; None when it keeps none."""
+def evaluate_in_process(policy: Any, task: str, episodes: int, out: Path, which: str) -> float:
+    """A loaded steering policy's success on the unseen episodes (cached in ``out``), as robosteer-eval scores it:
+    for actors no checkpoint holds as such (the trained actor beside an averaged one, an average of kept actors)."""
     import torch
 
     from robosteer import sim
-    from robosteer.policies.steering.dsrl import load_steered_policy
     from robosteer.scripts.evaluate import obs_mode
 
     metrics = out / "metrics.json"
     if not metrics.exists():
         torch.set_num_threads(1)
-        policy = load_steered_policy(str(run), trained=True)
-        if policy.agent.actor_avg is None:
-            return None
         mode, cams, size = obs_mode(policy.shape_meta)  # the inputs robosteer-eval gives it (state or pixels)
         inputs = {"obs": mode, "cameras": cams, "image_size": size}
         with torch.no_grad(), sim.make_env(task, num_envs=4, seed=EVAL_SEED, **inputs) as env:
             m = sim.evaluate(env, policy, episodes=episodes, seed=EVAL_SEED, progress=False)
-        m |= {"steered": True, "which": "latest (trained)"}  # as robosteer-eval labels what it evaluated
+        m |= {"steered": True, "which": which}  # as robosteer-eval labels what it evaluated
         out.mkdir(parents=True, exist_ok=True)
         metrics.write_text(json.dumps(m))
     return float(json.loads(metrics.read_text())["success_rate"])
+
+
+def _evaluate_trained(run: Path, task: str, episodes: int, out: Path) -> float | None:
+    """The final checkpoint's *trained* actor on the same unseen states as ``_evaluate`` (what the run would
+    act with without ``dsrl.actor_tau``), beside the averaged actor it acts with; None when it keeps none."""
+    from robosteer.policies.steering.dsrl import load_steered_policy
+
+    if not (out / "metrics.json").exists():
+        policy = load_steered_policy(str(run), trained=True)
+        if policy.agent.actor_avg is None:
+            return None
+        return evaluate_in_process(policy, task, episodes, out, "latest (trained)")
+    return float(json.loads((out / "metrics.json").read_text())["success_rate"])
 
 
 def kept_checkpoints(run: Path) -> list[Path]:

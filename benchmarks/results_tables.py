@@ -459,6 +459,41 @@ def dsrl_kept(rows: list[Row]) -> str:
     return table(columns, body)
 
 
+def dsrl_kept_average(rows: list[Row]) -> str:
+    """Uniform averages of a DSRL run's kept acting actors beside the kept actors (benchmarks/dsrl_kept_average.py)."""
+
+    def key(r: Row) -> tuple:
+        return (r["task"], changed(r), r["seed"])
+
+    runs = sorted(last_per(rows, key).values(), key=key)
+    if not runs:
+        raise TableError("no rows of benchmarks/dsrl_kept_average.py")
+    starts = sorted({a["from"] for r in runs for a in r["averages"]})
+
+    def average(r: Row, start: int) -> str:
+        got = [a for a in r["averages"] if a["from"] == start]
+        return f"{got[0]['success_rate']:.2f} ({got[0]['checkpoints']})" if got else "—"
+
+    body = [
+        [
+            r["task"],
+            r["seed"],
+            changed(r),
+            ", ".join(f"{k['success_rate']:.2f}" for k in r["kept"]),
+            f"{r['kept'][-1]['success_rate']:.2f}",
+            *(average(r, s) for s in starts),
+        ]
+        for r in runs
+    ]
+    columns = ["task", "seed", "overrides"]
+    columns += [
+        f"acting actor at kept checkpoints ({runs[0]['episodes']} unseen ep.)",
+        "final actor, same ep.",
+    ]
+    columns += [f"average of the kept actors from {steps_k(s)} (how many), same ep." for s in starts]
+    return table(columns, body)
+
+
 def dsrl_clean(rows: list[Row]) -> str:
     """DSRL-NA on bases from a few clean demos, trained with action noise: steerability, base and final actors."""
 
@@ -1141,6 +1176,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "dsrl_clean": dsrl_clean,
     "dsrl_settings": dsrl_settings,
     "dsrl_kept": dsrl_kept,
+    "dsrl_kept_average": dsrl_kept_average,
     "steerability": steerability,
     "collect_quality": collect_quality,
     "env_speed": env_speed,

@@ -272,6 +272,32 @@ def test_dsrl_kept_shows_both_ways_per_run_and_keeps_the_last_row(
     ]
 
 
+def test_dsrl_kept_average_puts_each_start_in_its_column_and_keeps_the_last_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = tmp_path / "avg.jsonl"
+
+    def averaged(seed: int, overrides: list[str], averages: list[dict]) -> dict:
+        kept = [{"env_steps": 50019, "success_rate": 0.94}, {"env_steps": 100020, "success_rate": 0.76}]
+        return {"task": "pick-place-v3", "variant": "na", "seed": seed, "overrides": overrides,
+                "episodes": 100, "kept": kept, "averages": averages, "commit": "1c32d70"}  # fmt: skip
+
+    cos = ["run.eval_every=5000", "dsrl.actor_lr_decay=cosine"]
+    both = [{"from": 20000, "checkpoints": 9, "success_rate": 0.93}]
+    both.append({"from": 50000, "checkpoints": 6, "success_rate": 0.841})
+    lines = [averaged(0, cos, both[:1]), averaged(0, cos, both), averaged(2, ["run.utd=1.0"], both[1:])]
+    rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    md = fence(tmp_path / "x.md", "dsrl_kept_average", str(rows))
+    assert run(capsys, "--write", str(md))[0] == 0
+    assert table_lines(md) == [
+        "| task | seed | overrides | acting actor at kept checkpoints (100 unseen ep.) | final actor, same ep. "
+        "| average of the kept actors from 20k (how many), same ep. "
+        "| average of the kept actors from 50k (how many), same ep. |",
+        "| pick-place-v3 | 0 | `dsrl.actor_lr_decay=cosine` | 0.94, 0.76 | 0.76 | 0.93 (9) | 0.84 (6) |",
+        "| pick-place-v3 | 2 | `run.utd=1.0` | 0.94, 0.76 | 0.76 | — | 0.84 (6) |",
+    ]
+
+
 def test_dsrl_clean_keeps_bases_trained_for_different_steps_apart(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

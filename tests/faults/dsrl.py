@@ -423,4 +423,18 @@ FAULTS = [
         "return sorted(history.iterdir(), reverse=True) if history.is_dir() else []",
         "tests/benchmarks/test_dsrl_steering.py",
     ),
+    _f(
+        "dsrl kept average: the average stops at the start checkpoint instead of running to the last",
+        "benchmarks/dsrl_kept_average.py",
+        "kept = [ck for ck in kept_checkpoints(run) if kept_steps(ck) >= start]",
+        "kept = [ck for ck in kept_checkpoints(run) if kept_steps(ck) >= start][:1]",
+        "tests/benchmarks/test_dsrl_kept_average.py",
+    ),
+    _f(
+        "dsrl kept average: the averaged weights are scored with the last kept actor's own",
+        "benchmarks/dsrl_kept_average.py",
+        "acting.load_state_dict({k: v.to(states[0][k].dtype) for k, v in average.items()})",
+        "acting.load_state_dict(states[-1])",
+        "tests/benchmarks/test_dsrl_kept_average.py",
+    ),
 ]
