@@ -80,16 +80,21 @@ def restore_generator(gen: torch.Generator, saved: Any, reseed: int) -> None:
     gen.manual_seed(reseed)
 
 
+STOP_SIGNALS = ("SIGINT", "SIGTERM")  # Ctrl-C; what kill, docker stop, systemd and SLURM's preemption send
+
+
 @contextmanager
-def stop_on_ctrl_c() -> Iterator[threading.Event]:
-    """Ctrl-C as a flag the loop polls between units of work; a second Ctrl-C raises KeyboardInterrupt.
+def stop_on_interrupt() -> Iterator[threading.Event]:
+    """Ctrl-C or SIGTERM as a flag the loop polls between units of work; a second one raises KeyboardInterrupt.
 
     Why: CPython drops a KeyboardInterrupt that lands in a weakref callback or ``__del__``, and the loop ran
-    on; a flag cannot be lost. Off the main thread or where SIGINT is ignored, nothing is installed.
+    on; a flag cannot be lost. SIGTERM, whose default kills the run where it stands, stops it the same way, so
+    ``kill``, ``docker stop`` or a scheduler's preemption leave ``checkpoints/latest`` at the step in flight (a
+    background job started from a script ignores SIGINT: SIGTERM is how it is stopped). Off the main thread
+    nothing is installed; a signal already ignored stays ignored.
     """
     stop = threading.Event()
-    main = threading.current_thread() is threading.main_thread()
-    if not main or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    if threading.current_thread() is not threading.main_thread():
         yield stop
         return
 
@@ -98,11 +103,16 @@ def stop_on_ctrl_c() -> Iterator[threading.Event]:
             raise KeyboardInterrupt
         stop.set()
 
-    previous = signal.signal(signal.SIGINT, handle)
+    previous = {}
+    for name in STOP_SIGNALS:
+        signum = getattr(signal, name)
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, handle)
     try:
         yield stop
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def scalar_value(v: Any) -> float | None:
@@ -183,7 +193,7 @@ class RunEngine:
         self.saved_step: int | None = None  # step of checkpoints/latest on disk: the last good state
         self.best = Best()  # a loop that resumes restores it with Best.from_state
         self._ctrl_c = ExitStack()
-        self._stop = threading.Event()  # set by Ctrl-C between start() and close()
+        self._stop = threading.Event()  # set by Ctrl-C or SIGTERM between start() and close()
         self._log: RunLog | None = None
         self._bar: Any = None
         self._t0 = time.monotonic()
@@ -199,7 +209,7 @@ class RunEngine:
     def start(self, step: int) -> None:
         """Open the metric stream (dropping events after ``step`` when resumed) and the progress bar."""
         self._t0 = time.monotonic()
-        self._stop = self._ctrl_c.enter_context(stop_on_ctrl_c())
+        self._stop = self._ctrl_c.enter_context(stop_on_interrupt())
         if not self.main:
             return
         self.out.mkdir(parents=True, exist_ok=True)
@@ -226,11 +236,11 @@ class RunEngine:
 
     @property
     def interrupted(self) -> bool:
-        """Ctrl-C was pressed: the loop saves ``latest`` and raises KeyboardInterrupt (graceful stop)."""
+        """Ctrl-C (or SIGTERM) came: the loop saves ``latest`` and raises KeyboardInterrupt (graceful stop)."""
         return self._stop.is_set()
 
     def should_stop(self) -> bool:
-        """The wall-time budget is spent or Ctrl-C was pressed: the loop ends after this unit of work."""
+        """The wall-time budget is spent or Ctrl-C / SIGTERM came: the loop ends after this unit of work."""
         return self.over_budget() or self.interrupted
 
     def scalar(self, name: str, value: Any, step: int) -> None:

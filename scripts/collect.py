@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from robosteer.policies.data import DatasetWriter
-from robosteer.policies.engine import stop_on_ctrl_c
+from robosteer.policies.engine import stop_on_interrupt
 from robosteer.scripts.common import console_main, exit_codes, format_table, start_run, write_metrics
 from robosteer.sim import episode_seed
 
@@ -146,7 +146,7 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     bar = tqdm(total=int(cfg.episodes), desc=f"collect {cfg.task}", unit="ep", disable=not cfg.progress)
     try:
         with (
-            stop_on_ctrl_c() as stop,
+            stop_on_interrupt() as stop,
             env,
             DatasetWriter(
                 path,

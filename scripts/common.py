@@ -99,7 +99,7 @@ def exit_codes(command: str) -> Iterator[None]:
     """DESIGN.md's exit statuses for the project's own errors, as one line on stderr without a traceback.
 
     User errors (a bad dataset or checkpoint, a refused setting, an ``out`` that would overwrite a run, any
-    other ``ValueError``/``FileNotFoundError``) exit 2; ``NonFiniteError`` exits 1; Ctrl-C exits 130.
+    other ``ValueError``/``FileNotFoundError``) exit 2; ``NonFiniteError`` exits 1; Ctrl-C or SIGTERM (a graceful stop) exits 130.
     """
     from robosteer.policies.checkpoint import CheckpointError
     from robosteer.policies.data.errors import DatasetError
@@ -119,7 +119,7 @@ def exit_codes(command: str) -> Iterator[None]:
         print(f"{command}: runtime fault: {err}", file=sys.stderr)
         raise SystemExit(1) from None
     except KeyboardInterrupt:  # the run engine saved checkpoints/latest before raising it
-        print(f"{command}: interrupted (Ctrl-C)", file=sys.stderr)
+        print(f"{command}: interrupted (Ctrl-C or SIGTERM)", file=sys.stderr)
         raise SystemExit(130) from None
 
 

@@ -55,8 +55,13 @@ _FAULTS = [  # (name, old, new) in policies/engine.py
         "every > 0 and step % every == 0",
     ),
     (
+        "engine: SIGTERM still kills the run where it stands (no checkpoints/latest at the step in flight)",
+        'STOP_SIGNALS = ("SIGINT", "SIGTERM")',
+        'STOP_SIGNALS = ("SIGINT",)',
+    ),
+    (
         "engine: Ctrl-C is not a flag (an exception cuts the step in flight)",
-        "        self._stop = self._ctrl_c.enter_context(stop_on_ctrl_c())\n",
+        "        self._stop = self._ctrl_c.enter_context(stop_on_interrupt())\n",
         "",
     ),
 ]

@@ -113,42 +113,57 @@ def test_best_reads_steering_checkpoints_written_before_the_engine_kept_it():
     assert Best.from_state(Best(0.5, 7, {"a": 1}).state()) == Best(0.5, 7, {"a": 1})
 
 
-def test_ctrl_c_sets_the_stop_flag_and_a_second_one_raises():
-    """A first Ctrl-C is a flag (an exception could be swallowed by a weakref callback and lost); a second
-    one raises at once; the previous handler comes back afterwards."""
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_sets_the_stop_flag_and_a_second_one_raises(name: str) -> None:
+    """A first Ctrl-C (or SIGTERM) is a flag (an exception could be swallowed by a weakref callback and
+    lost); a second one raises at once; the previous handlers come back afterwards."""
     import os
     import signal
     import time
 
-    from robosteer.policies.engine import stop_on_ctrl_c
+    from robosteer.policies.engine import stop_on_interrupt
 
+    signum = getattr(signal, name)
     # A shell's background job (`make test &`, some CI runners) starts with SIGINT ignored, which the helper
     # rightly leaves alone: give this process Python's own Ctrl-C handler for the test.
     outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    outside: list[int] = []  # signals that reached the handler outside the helper (none may)
+    outer_term = signal.signal(signal.SIGTERM, lambda signum, frame: outside.append(signum))
     try:
-        with stop_on_ctrl_c() as stop:
+        with stop_on_interrupt() as stop:
             assert not stop.is_set()
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signum)
             time.sleep(0.05)  # the handler runs in the main thread between bytecodes
             assert stop.is_set()
             with pytest.raises(KeyboardInterrupt):
-                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signum)
                 time.sleep(0.05)
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back as it was
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL and not outside
     finally:
         signal.signal(signal.SIGINT, outer)
+        signal.signal(signal.SIGTERM, outer_term)
 
 
-def test_ctrl_c_stays_ignored_where_it_was_ignored():
-    """A background job ignores SIGINT: the collector must not make it interruptible behind its back."""
+def test_ctrl_c_stays_ignored_where_it_was_ignored_and_sigterm_still_stops() -> None:
+    """A background job ignores SIGINT: the helper must not make it interruptible behind its back; SIGTERM,
+    how such a job is stopped, still sets the flag."""
+    import os
     import signal
+    import time
 
-    from robosteer.policies.engine import stop_on_ctrl_c
+    from robosteer.policies.engine import stop_on_interrupt
 
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    outside: list[int] = []  # a SIGTERM the helper did not take lands here (not in pytest's death)
+    previous_term = signal.signal(signal.SIGTERM, lambda signum, frame: outside.append(signum))
     try:
-        with stop_on_ctrl_c() as stop:
+        with stop_on_interrupt() as stop:
             assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
             assert not stop.is_set()
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            assert stop.is_set() and not outside
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)

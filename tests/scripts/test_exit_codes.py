@@ -129,6 +129,27 @@ def test_eval_of_a_checkpoint_with_corrupted_weights_exits_2_naming_the_file(tmp
     assert line.startswith("robosteer-eval: error: ") and f"{weights}: checksum mismatch" in line, line
 
 
+def test_sigterm_stops_a_background_run_as_ctrl_c_does(tmp_path, demos):
+    """A run started in the background from a script ignores SIGINT, so ``kill`` (SIGTERM; also docker stop,
+    systemd, a scheduler's preemption) is how it is stopped: it finishes the step in flight, saves
+    checkpoints/latest there and exits 130 with one line, instead of dying at its last periodic save."""
+    import signal
+
+    common = [f"dataset={demos}", "checkpoint_every=100000", "eval_every=0", "out=run", *TINY]
+    code, err = ctrl_c_when(
+        [sys.executable, "-m", "robosteer.scripts.train", *common, "steps=100000"],
+        lambda: bool(list((tmp_path / "run" / "tb").glob("events*"))),
+        cwd=tmp_path,
+        env=ENV,
+        settle_s=2.0,
+        signum=signal.SIGTERM,
+        sigint=signal.SIG_IGN,
+    )
+    assert code == 130, err[-3000:]
+    assert _one_line_error(err) == "robosteer-train: interrupted (Ctrl-C or SIGTERM)"
+    assert 0 < load_checkpoint(tmp_path / "run" / "checkpoints" / "latest").extra["step"] < 100000
+
+
 def test_ctrl_c_during_training_exits_130_with_one_line_and_resume_continues(tmp_path, demos):
     """Ctrl-C through the real console path: one line, exit 130, checkpoints/latest saved where it landed
     (not only at the last periodic save), and ``resume=true`` carries the run to its end."""
@@ -141,7 +162,7 @@ def test_ctrl_c_during_training_exits_130_with_one_line_and_resume_continues(tmp
         settle_s=2.0,  # some steps
     )
     assert code == 130, err[-3000:]
-    assert _one_line_error(err) == "robosteer-train: interrupted (Ctrl-C)"
+    assert _one_line_error(err) == "robosteer-train: interrupted (Ctrl-C or SIGTERM)"
     step = load_checkpoint(tmp_path / "run" / "checkpoints" / "latest").extra["step"]
     assert 0 < step < 100000
     p = _cli("robosteer.scripts.train", *common, f"steps={step + 2}", "resume=true", cwd=tmp_path)
