@@ -46,6 +46,17 @@ def benchmark_row(run: Path) -> dict:
     return rows[key]
 
 
+def row_head(bench: dict, episodes: int) -> dict:
+    """The fields each per-run row of the kept-checkpoint scripts opens with: the run and its overrides."""
+    return {
+        "task": bench["task"],
+        "variant": bench["variant"],
+        "seed": bench["seed"],
+        "overrides": bench["overrides"],
+        "episodes": episodes,
+    }
+
+
 def critic_view(run: Path, states: int, seed: int = 0) -> list[float]:
     """The last kept checkpoint's Q^A of each kept actor's mean-latent chunk, mean over ``states`` replay states."""
     import torch
@@ -80,11 +91,7 @@ def kept_both_ways(run: Path, episodes: int, states: int = 256) -> dict:
     sampled = unseen_history(run, task, episodes, deterministic=False)
     values = critic_view(run, states) if states > 0 else [None] * len(mean)
     return {
-        "task": task,
-        "variant": bench["variant"],
-        "seed": bench["seed"],
-        "overrides": bench["overrides"],
-        "episodes": episodes,
+        **row_head(bench, episodes),
         "states": states,
         "kept": [
             {"env_steps": m["env_steps"], "mean_latent": m["success_rate"], "sampled": s["success_rate"]}

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dsrl_kept import benchmark_row
+from dsrl_kept import benchmark_row, row_head
 from dsrl_steering import evaluate_in_process, kept_checkpoints, unseen_history
 from results_tables import append_row
 
@@ -69,11 +69,7 @@ def kept_averages(run: Path, starts: list[int], episodes: int) -> dict:
             success = evaluate_in_process(policy, task, episodes, out, f"average of {n} kept actors")
         averages.append({"from": start, "checkpoints": n, "success_rate": success})
     return {
-        "task": task,
-        "variant": bench["variant"],
-        "seed": bench["seed"],
-        "overrides": bench["overrides"],
-        "episodes": episodes,
+        **row_head(bench, episodes),
         "kept": kept,
         "averages": averages,
     }

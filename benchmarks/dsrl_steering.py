@@ -67,9 +67,12 @@ def _evaluate(
     return float(json.loads((out / "metrics.json").read_text())["success_rate"])
 
 
-def evaluate_in_process(policy: Any, task: str, episodes: int, out: Path, which: str) -> float:
+def evaluate_in_process(
+    policy: Any, task: str, episodes: int, out: Path, which: str, episode_max: tuple[str, ...] = ()
+) -> float:
     """A loaded steering policy's success on the unseen episodes (cached in ``out``), as robosteer-eval scores it:
-    for actors no checkpoint holds as such (the trained actor beside an averaged one, an average of kept actors)."""
+    for actors no checkpoint holds as such (the trained actor beside an averaged one, an average of kept actors).
+    ``episode_max``: per-step info keys whose per-episode maximum ``out/metrics.json`` keeps (sim.evaluate)."""
     import torch
 
     from robosteer import sim
@@ -81,7 +84,9 @@ def evaluate_in_process(policy: Any, task: str, episodes: int, out: Path, which:
         mode, cams, size = obs_mode(policy.shape_meta)  # the inputs robosteer-eval gives it (state or pixels)
         inputs = {"obs": mode, "cameras": cams, "image_size": size}
         with torch.no_grad(), sim.make_env(task, num_envs=4, seed=EVAL_SEED, **inputs) as env:
-            m = sim.evaluate(env, policy, episodes=episodes, seed=EVAL_SEED, progress=False)
+            m = sim.evaluate(
+                env, policy, episodes=episodes, seed=EVAL_SEED, progress=False, episode_max=episode_max
+            )
         m |= {"steered": True, "which": which}  # as robosteer-eval labels what it evaluated
         out.mkdir(parents=True, exist_ok=True)
         metrics.write_text(json.dumps(m))

@@ -494,6 +494,33 @@ def dsrl_kept_average(rows: list[Row]) -> str:
     return table(columns, body)
 
 
+def dsrl_failures(rows: list[Row]) -> str:
+    """A DSRL run's kept actors' failed episodes split by grasp (benchmarks/dsrl_failures.py)."""
+
+    def key(r: Row) -> tuple:
+        return (r["task"], changed(r), r["seed"])
+
+    runs = sorted(last_per(rows, key).values(), key=key)
+    if not runs:
+        raise TableError("no rows of benchmarks/dsrl_failures.py")
+    body = [
+        [
+            r["task"],
+            r["seed"],
+            changed(r),
+            ", ".join(steps_k(k["env_steps"]) for k in r["kept"]),
+            ", ".join(f"{k['success_rate']:.2f}" for k in r["kept"]),
+            ", ".join(str(k["never_grasped"]) for k in r["kept"]),
+            ", ".join(str(k["grasped"]) for k in r["kept"]),
+        ]
+        for r in runs
+    ]
+    columns = ["task", "seed", "overrides", "kept checkpoints (env steps)"]
+    columns += [f"success ({runs[0]['episodes']} unseen ep.)", "failures that never grasped the object"]
+    columns += ["failures that grasped it (dropped, or never at the goal)"]
+    return table(columns, body)
+
+
 def dsrl_clean(rows: list[Row]) -> str:
     """DSRL-NA on bases from a few clean demos, trained with action noise: steerability, base and final actors."""
 
@@ -1177,6 +1204,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "dsrl_settings": dsrl_settings,
     "dsrl_kept": dsrl_kept,
     "dsrl_kept_average": dsrl_kept_average,
+    "dsrl_failures": dsrl_failures,
     "steerability": steerability,
     "collect_quality": collect_quality,
     "env_speed": env_speed,

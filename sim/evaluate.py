@@ -12,6 +12,7 @@ import inspect
 import math
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,7 @@ def evaluate(
     video_camera: str = "corner2",
     video_size: int = 256,
     progress: bool = True,
+    episode_max: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run ``policy`` (``reset()``, ``act(obs) -> (B, A)``) for exactly ``episodes`` episodes.
 
@@ -85,6 +87,8 @@ def evaluate(
     reset for all envs whenever any episode ends (exact with num_envs=1; the surplus reset is noted).
     With ``video_path``, the first ``video_episodes`` episodes of env 0 are written there as mp4
     (``name.mp4``, then ``name_1.mp4``, ...), rendered from ``video_camera`` at ``video_size`` px.
+    ``episode_max``: per-step info keys (e.g. Meta-World's ``grasp_success``) whose largest value in each
+    episode is returned as ``episode_max`` {key: [per episode, in episode order]}: how the failures failed.
     """
     if isinstance(episodes, bool) or not isinstance(episodes, int | np.integer) or episodes < 1:
         raise ValueError(f"episodes={episodes!r} is not valid: expected an int >= 1")
@@ -117,6 +121,8 @@ def evaluate(
     results: dict[int, tuple[bool, float, int, int]] = {}  # episode index -> (success, return, length, seed)
     params: dict[int, dict[str, float]] = {}  # episode index -> drawn randomization parameters (dr_*)
     ep_success = np.zeros(num_envs, dtype=bool)  # success so far in each env's current episode
+    ep_max = {k: np.full(num_envs, -np.inf) for k in episode_max}  # (B,) each key's max this episode
+    maxima: dict[int, dict[str, float]] = {}  # episode index -> {key: its max}
     env_steps = 0
     start = time.perf_counter()
     bar = tqdm(total=episodes, desc=f"eval {env.task}", unit="ep", disable=not progress, leave=False)
@@ -128,6 +134,13 @@ def evaluate(
             terminated, truncated, info = to_numpy((terminated, truncated, info))
             env_steps += int(info["steps_executed"].sum()) if "steps_executed" in info else num_envs
             ep_success |= info["success"]
+            for key, running in ep_max.items():
+                if key not in info:
+                    known = sorted(k for k in info if not k.startswith("_") and k != "final_info")
+                    raise ValueError(
+                        f"episode_max: {key!r} is not a per-step info key of {env.task}: {known}"
+                    )
+                np.maximum(running, np.asarray(info[key], dtype=np.float64), out=running)
             finished = np.nonzero(terminated | truncated)[0]
             for i in finished:
                 index = int(i + num_envs * done_count[i])
@@ -140,9 +153,12 @@ def evaluate(
                         int(info["final_info"]["episode_seed"][i]),
                     )
                     params[index] = {k: float(v[i]) for k, v in info.items() if k.startswith("dr_")}
+                    maxima[index] = {k: float(v[i]) for k, v in ep_max.items()}
                     bar.update(1)
                     bar.set_postfix(success=f"{np.mean([r[0] for r in results.values()]):.0%}")
                 ep_success[i] = False
+                for running in ep_max.values():
+                    running[i] = -np.inf
             if len(finished) and reset is not None:
                 if per_env_reset:
                     reset([int(i) for i in finished])
@@ -171,6 +187,8 @@ def evaluate(
             "params": summarize_params([params[k] for k in range(episodes)]),
         }
         extra["episode_params"] = [params[k] for k in range(episodes)]
+    if episode_max:
+        extra["episode_max"] = {key: [maxima[k][key] for k in range(episodes)] for key in episode_max}
     return {
         "task": env.task,
         "success_rate": n_success / episodes,

@@ -298,6 +298,26 @@ def test_dsrl_kept_average_puts_each_start_in_its_column_and_keeps_the_last_row(
     ]
 
 
+def test_dsrl_failures_lists_each_kept_actors_failures_by_grasp(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = tmp_path / "failures.jsonl"
+    kept = [{"env_steps": 50019, "success_rate": 0.94, "failures": 6, "never_grasped": 2, "grasped": 4}]
+    kept.append(
+        {"env_steps": 80031, "success_rate": 0.64, "failures": 36, "never_grasped": 24, "grasped": 12}
+    )
+    row = {"task": "pick-place-v3", "variant": "na", "seed": 2, "episodes": 100, "kept": kept}
+    cos = ["run.eval_every=5000", "dsrl.actor_lr_decay=cosine"]
+    rows.write_text(json.dumps({**row, "overrides": cos}) + "\n")
+    md = fence(tmp_path / "x.md", "dsrl_failures", str(rows))
+    assert run(capsys, "--write", str(md))[0] == 0
+    assert table_lines(md) == [
+        "| task | seed | overrides | kept checkpoints (env steps) | success (100 unseen ep.) "
+        "| failures that never grasped the object | failures that grasped it (dropped, or never at the goal) |",
+        "| pick-place-v3 | 2 | `dsrl.actor_lr_decay=cosine` | 50k, 80k | 0.94, 0.64 | 2, 24 | 4, 12 |",
+    ]
+
+
 def test_dsrl_clean_keeps_bases_trained_for_different_steps_apart(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -437,4 +437,18 @@ FAULTS = [
         "acting.load_state_dict(states[-1])",
         "tests/benchmarks/test_dsrl_kept_average.py",
     ),
+    _f(
+        "dsrl failures: the successes are split by grasp instead of the failures",
+        "benchmarks/dsrl_failures.py",
+        "failed = [g for s, g in zip(successes, grasped, strict=True) if not s]",
+        "failed = [g for s, g in zip(successes, grasped, strict=True) if s]",
+        "tests/benchmarks/test_dsrl_failures.py",
+    ),
+    _f(
+        "evaluate: an episode's info maximum carries over into the env's next episode",
+        "sim/evaluate.py",
+        "                for running in ep_max.values():\n                    running[i] = -np.inf\n",
+        "",
+        "tests/sim/test_sim_evaluate.py",
+    ),
 ]

@@ -99,3 +99,33 @@ def test_write_video_checks_frames(tmp_path: Path) -> None:
 def test_expert_rejects_image_only_obs() -> None:
     with pytest.raises(KeyError, match="obs\\['state'\\]"):
         sim.ScriptedExpert("reach-v3").act({"image/corner2": np.zeros((1, 8, 8, 3), np.uint8)})
+
+
+def test_episode_max_is_each_episodes_largest_info_value_in_episode_order() -> None:
+    """``episode_max`` keeps, per episode, the largest value a per-step info key took (by hand below: the
+    same episodes stepped one env at a time), whatever the number of envs; an unknown key is named."""
+    policy = _RecordingPolicy()  # zero actions: the object stays, the hand hovers
+    keys = ("obj_to_target", "grasp_success")
+    got = []
+    for num_envs in (1, 2):
+        with sim.make_env("pick-place-v3", num_envs=num_envs, max_episode_steps=3) as env:
+            result = sim.evaluate(env, policy, episodes=3, seed=4, progress=False, episode_max=keys)
+        got.append(result["episode_max"])
+    assert got[0] == got[1]
+    by_hand: dict[str, list[float]] = {k: [] for k in keys}
+    with sim.make_env("pick-place-v3", num_envs=1, max_episode_steps=3) as env:
+        for k in range(3):
+            env.reset(seed=[sim.episode_seed(4, k)])
+            steps = [env.step(np.zeros((1, 4), np.float32))[4] for _ in range(3)]
+            for key in keys:
+                by_hand[key].append(max(float(info[key][0]) for info in steps))
+    assert got[0] == by_hand and by_hand["grasp_success"] == [0.0, 0.0, 0.0]
+    assert len(set(by_hand["obj_to_target"])) == 3  # three initial states: a mix-up would show
+
+    with sim.make_env("pick-place-v3", num_envs=1, max_episode_steps=3) as env:
+        expert = sim.evaluate(env, sim.ScriptedExpert("pick-place-v3"), episodes=1, seed=0, progress=False)
+        assert "episode_max" not in expert
+        with pytest.raises(
+            ValueError, match=r"'grasped' is not a per-step info key of pick-place-v3: \[.*'grasp_success'"
+        ):
+            sim.evaluate(env, policy, episodes=1, seed=0, progress=False, episode_max=("grasped",))

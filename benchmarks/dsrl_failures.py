@@ -1,0 +1,78 @@
+"""How a DSRL run's kept actors fail on the unseen episodes: never grasping the object, or losing it after.
+
+A late decline (pick-place-v3: kept actors at 0.9 and more, then falling) is a count of failed episodes; this
+says which failures grow. Every checkpoint a run of ``dsrl_steering.py --unseen-every N`` kept acts with its
+mean latent on the same unseen episodes as the final figure (eval seed 200000), and each failed episode is
+split by Meta-World's per-step ``grasp_success`` flag: never set in the episode (the gripper never closed on the
+object) or set at least once (grasped, then dropped it or never brought it to the goal). One row per run
+(``--rows``), with the run's benchmark overrides.
+
+    python benchmarks/dsrl_failures.py runs/bench/pp_cos/pick-place-v3/dsrl_na_s2 --rows docs/results/dsrl_failures.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from dsrl_kept import benchmark_row, row_head
+from dsrl_kept_average import kept_steps
+from dsrl_steering import evaluate_in_process, kept_checkpoints
+from results_tables import append_row
+
+from robosteer.scripts.common import format_table
+
+GRASP = "grasp_success"  # Meta-World v3's per-step flag: the object is held between the fingers
+
+
+def failures(successes: list[bool], grasped: list[float]) -> dict[str, int]:
+    """Failed episodes, split by whether the object was ever grasped in them."""
+    failed = [g for s, g in zip(successes, grasped, strict=True) if not s]
+    never = sum(g < 0.5 for g in failed)
+    return {"failures": len(failed), "never_grasped": never, "grasped": len(failed) - never}
+
+
+def kept_failures(run: Path, episodes: int) -> dict:
+    """One row: every kept actor's success and its failures split by grasp, on the same unseen episodes."""
+    from robosteer.policies.steering.dsrl import load_steered_policy
+
+    bench = benchmark_row(run)
+    task = bench["task"]
+    kept = kept_checkpoints(run)
+    if not kept:
+        raise SystemExit(f"{run}: kept no checkpoints (run dsrl_steering.py with --unseen-every N)")
+    points = []
+    for ck in kept:
+        out = Path(f"{run}_eval_failures/{ck.name}")
+        if not (out / "metrics.json").exists():
+            policy = load_steered_policy(str(ck))
+            evaluate_in_process(policy, task, episodes, out, "latest", episode_max=(GRASP,))
+        m = json.loads((out / "metrics.json").read_text())
+        split = failures(m["successes"], m["episode_max"][GRASP])
+        points.append({"env_steps": kept_steps(ck), "success_rate": m["success_rate"], **split})
+    return {
+        **row_head(bench, episodes),
+        "kept": points,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("runs", nargs="+", type=Path, help="DSRL run directories of dsrl_steering.py")
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--rows", help="append each run's row (with its provenance) to this JSON-lines file")
+    args = parser.parse_args()
+    table = []
+    for run in args.runs:
+        row = kept_failures(run.resolve(), args.episodes)
+        if args.rows:
+            append_row(args.rows, row)
+        table += [{"run": run.parent.parent.name + "/" + run.name, **k} for k in row["kept"]]
+    print(format_table(table))
+
+
+if __name__ == "__main__":
+    main()
