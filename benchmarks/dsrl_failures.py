@@ -4,8 +4,9 @@ A late decline (pick-place-v3: kept actors at 0.9 and more, then falling) is a c
 says which failures grow. Every checkpoint a run of ``dsrl_steering.py --unseen-every N`` kept acts with its
 mean latent on the same unseen episodes as the final figure (eval seed 200000), and each failed episode is
 split by Meta-World's per-step ``grasp_success`` flag: never set in the episode (the gripper never closed on the
-object) or set at least once (grasped, then dropped it or never brought it to the goal). One row per run
-(``--rows``), with the run's benchmark overrides.
+object) or set at least once (grasped, then dropped it or never brought it to the goal); of the first, those
+whose hand did reach the object (Meta-World's ``near_object``: the fingertips within reach of it) missed the
+grasp itself rather than the approach. One row per run (``--rows``), with the run's benchmark overrides.
 
     python benchmarks/dsrl_failures.py runs/bench/pp_cos/pick-place-v3/dsrl_na_s2 --rows docs/results/dsrl_failures.jsonl
 """
@@ -24,13 +25,20 @@ from results_tables import append_row
 from robosteer.scripts.common import format_table
 
 GRASP = "grasp_success"  # Meta-World v3's per-step flag: the object is held between the fingers
+NEAR = "near_object"  # Meta-World v3's per-step flag: the hand is at the object
 
 
-def failures(successes: list[bool], grasped: list[float]) -> dict[str, int]:
-    """Failed episodes, split by whether the object was ever grasped in them."""
-    failed = [g for s, g in zip(successes, grasped, strict=True) if not s]
-    never = sum(g < 0.5 for g in failed)
-    return {"failures": len(failed), "never_grasped": never, "grasped": len(failed) - never}
+def failures(successes: list[bool], grasped: list[float], reached: list[float]) -> dict[str, int]:
+    """Failed episodes, split by whether the object was ever grasped in them; of those never grasped, how
+    many reached the object."""
+    failed = [(g, n) for s, g, n in zip(successes, grasped, reached, strict=True) if not s]
+    never = [n for g, n in failed if g < 0.5]
+    return {
+        "failures": len(failed),
+        "never_grasped": len(never),
+        "never_grasped_reached": sum(n >= 0.5 for n in never),
+        "grasped": len(failed) - len(never),
+    }
 
 
 def kept_failures(run: Path, episodes: int) -> dict:
@@ -45,11 +53,14 @@ def kept_failures(run: Path, episodes: int) -> dict:
     points = []
     for ck in kept:
         out = Path(f"{run}_eval_failures/{ck.name}")
-        if not (out / "metrics.json").exists():
+        metrics = out / "metrics.json"
+        if metrics.exists() and NEAR not in json.loads(metrics.read_text())["episode_max"]:
+            metrics.unlink()  # scored before the approach was recorded: score again
+        if not metrics.exists():
             policy = load_steered_policy(str(ck))
-            evaluate_in_process(policy, task, episodes, out, "latest", episode_max=(GRASP,))
-        m = json.loads((out / "metrics.json").read_text())
-        split = failures(m["successes"], m["episode_max"][GRASP])
+            evaluate_in_process(policy, task, episodes, out, "latest", episode_max=(GRASP, NEAR))
+        m = json.loads(metrics.read_text())
+        split = failures(m["successes"], m["episode_max"][GRASP], m["episode_max"][NEAR])
         points.append({"env_steps": kept_steps(ck), "success_rate": m["success_rate"], **split})
     return {
         **row_head(bench, episodes),

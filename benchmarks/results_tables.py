@@ -511,12 +511,14 @@ def dsrl_failures(rows: list[Row]) -> str:
             ", ".join(steps_k(k["env_steps"]) for k in r["kept"]),
             ", ".join(f"{k['success_rate']:.2f}" for k in r["kept"]),
             ", ".join(str(k["never_grasped"]) for k in r["kept"]),
+            ", ".join(str(k.get("never_grasped_reached", "—")) for k in r["kept"]),
             ", ".join(str(k["grasped"]) for k in r["kept"]),
         ]
         for r in runs
     ]
     columns = ["task", "seed", "overrides", "kept checkpoints (env steps)"]
     columns += [f"success ({runs[0]['episodes']} unseen ep.)", "failures that never grasped the object"]
+    columns += ["of them, the hand reached the object"]
     columns += ["failures that grasped it (dropped, or never at the goal)"]
     return table(columns, body)
 

@@ -16,14 +16,19 @@ import dsrl_failures
 def test_failures_split_by_whether_the_object_was_ever_grasped() -> None:
     successes = [True, False, False, True, False]
     grasped = [1.0, 0.0, 1.0, 0.0, 0.0]  # a success without the flag counts nowhere: only failures split
-    assert dsrl_failures.failures(successes, grasped) == {"failures": 3, "never_grasped": 2, "grasped": 1}
+    reached = [1.0, 1.0, 1.0, 0.0, 0.0]  # of the two never grasped, the first reached the object
+    want = {"failures": 3, "never_grasped": 2, "never_grasped_reached": 1, "grasped": 1}
+    assert dsrl_failures.failures(successes, grasped, reached) == want
 
 
 def test_every_kept_actor_is_scored_once_with_its_grasp_flags(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = tmp_path / "pick-place-v3" / "dsrl_na_s2"
-    episodes = {50019: ([True, True, False], [1.0, 1.0, 1.0]), 80031: ([True, False, False], [1.0, 0.0, 1.0])}
+    episodes = {
+        50019: ([True, True, False], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]),
+        80031: ([True, False, False], [1.0, 0.0, 1.0], [1.0, 1.0, 1.0]),
+    }
     for step in episodes:
         kept = run / "checkpoints" / "history" / f"{step:09d}"
         kept.mkdir(parents=True)
@@ -34,13 +39,10 @@ def test_every_kept_actor_is_scored_once_with_its_grasp_flags(
 
     def fake_evaluate(policy: str, task: str, n: int, out: Path, which: str, episode_max: tuple) -> float:
         calls.append((Path(policy).name, task, n, which, episode_max))
-        successes, grasped = episodes[int(Path(policy).name)]
-        out.mkdir(parents=True)
-        m = {
-            "success_rate": sum(successes) / 3,
-            "successes": successes,
-            "episode_max": {"grasp_success": grasped},
-        }
+        successes, grasped, reached = episodes[int(Path(policy).name)]
+        out.mkdir(parents=True, exist_ok=True)
+        maxima = {"grasp_success": grasped, "near_object": reached}
+        m = {"success_rate": sum(successes) / 3, "successes": successes, "episode_max": maxima}
         (out / "metrics.json").write_text(json.dumps(m))
         return m["success_rate"]
 
@@ -48,12 +50,29 @@ def test_every_kept_actor_is_scored_once_with_its_grasp_flags(
     monkeypatch.setattr(dsrl_failures, "evaluate_in_process", fake_evaluate)
     got = dsrl_failures.kept_failures(run, 3)
     assert got["kept"] == [
-        {"env_steps": 50019, "success_rate": 2 / 3, "failures": 1, "never_grasped": 0, "grasped": 1},
-        {"env_steps": 80031, "success_rate": 1 / 3, "failures": 2, "never_grasped": 1, "grasped": 1},
+        {
+            "env_steps": 50019,
+            "success_rate": 2 / 3,
+            "failures": 1,
+            "never_grasped": 0,
+            "never_grasped_reached": 0,
+            "grasped": 1,
+        },
+        {
+            "env_steps": 80031,
+            "success_rate": 1 / 3,
+            "failures": 2,
+            "never_grasped": 1,
+            "never_grasped_reached": 1,
+            "grasped": 1,
+        },
     ]
     assert got["seed"] == 2 and got["overrides"] == ["run.eval_every=5000"] and got["episodes"] == 3
     assert calls == [
-        ("000050019", "pick-place-v3", 3, "latest", ("grasp_success",)),
-        ("000080031", "pick-place-v3", 3, "latest", ("grasp_success",)),
+        ("000050019", "pick-place-v3", 3, "latest", ("grasp_success", "near_object")),
+        ("000080031", "pick-place-v3", 3, "latest", ("grasp_success", "near_object")),
     ]
     assert dsrl_failures.kept_failures(run, 3) == got and len(calls) == 2  # the evaluations are reused
+    stale = run.parent / "dsrl_na_s2_eval_failures" / "000050019" / "metrics.json"
+    stale.write_text(json.dumps({"episode_max": {"grasp_success": [1.0]}}))  # scored before near_object
+    assert dsrl_failures.kept_failures(run, 3) == got and len(calls) == 3  # that one alone is scored again

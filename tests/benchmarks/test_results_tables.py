@@ -303,6 +303,7 @@ def test_dsrl_failures_lists_each_kept_actors_failures_by_grasp(
 ) -> None:
     rows = tmp_path / "failures.jsonl"
     kept = [{"env_steps": 50019, "success_rate": 0.94, "failures": 6, "never_grasped": 2, "grasped": 4}]
+    kept[0]["never_grasped_reached"] = 2  # a row written before the approach was recorded shows —
     kept.append(
         {"env_steps": 80031, "success_rate": 0.64, "failures": 36, "never_grasped": 24, "grasped": 12}
     )
@@ -313,8 +314,9 @@ def test_dsrl_failures_lists_each_kept_actors_failures_by_grasp(
     assert run(capsys, "--write", str(md))[0] == 0
     assert table_lines(md) == [
         "| task | seed | overrides | kept checkpoints (env steps) | success (100 unseen ep.) "
-        "| failures that never grasped the object | failures that grasped it (dropped, or never at the goal) |",
-        "| pick-place-v3 | 2 | `dsrl.actor_lr_decay=cosine` | 50k, 80k | 0.94, 0.64 | 2, 24 | 4, 12 |",
+        "| failures that never grasped the object | of them, the hand reached the object "
+        "| failures that grasped it (dropped, or never at the goal) |",
+        "| pick-place-v3 | 2 | `dsrl.actor_lr_decay=cosine` | 50k, 80k | 0.94, 0.64 | 2, 24 | 2, — | 4, 12 |",
     ]
 
 

@@ -440,8 +440,15 @@ FAULTS = [
     _f(
         "dsrl failures: the successes are split by grasp instead of the failures",
         "benchmarks/dsrl_failures.py",
-        "failed = [g for s, g in zip(successes, grasped, strict=True) if not s]",
-        "failed = [g for s, g in zip(successes, grasped, strict=True) if s]",
+        "failed = [(g, n) for s, g, n in zip(successes, grasped, reached, strict=True) if not s]",
+        "failed = [(g, n) for s, g, n in zip(successes, grasped, reached, strict=True) if s]",
+        "tests/benchmarks/test_dsrl_failures.py",
+    ),
+    _f(
+        "dsrl failures: the failures that reached the object are counted over all failures, not the ungrasped",
+        "benchmarks/dsrl_failures.py",
+        '"never_grasped_reached": sum(n >= 0.5 for n in never),',
+        '"never_grasped_reached": sum(n >= 0.5 for g, n in failed),',
         "tests/benchmarks/test_dsrl_failures.py",
     ),
     _f(
