@@ -17,9 +17,8 @@ import argparse
 import json
 from pathlib import Path
 
-from dsrl_kept import benchmark_row, row_head
-from dsrl_kept_average import kept_steps
-from dsrl_steering import evaluate_in_process, kept_checkpoints
+from dsrl_kept import benchmark_row, kept_or_exit, row_head
+from dsrl_steering import evaluate_in_process, kept_steps
 from results_tables import append_row
 
 from robosteer.scripts.common import format_table
@@ -47,19 +46,16 @@ def kept_failures(run: Path, episodes: int) -> dict:
 
     bench = benchmark_row(run)
     task = bench["task"]
-    kept = kept_checkpoints(run)
-    if not kept:
-        raise SystemExit(f"{run}: kept no checkpoints (run dsrl_steering.py with --unseen-every N)")
     points = []
-    for ck in kept:
+    for ck in kept_or_exit(run):
         out = Path(f"{run}_eval_failures/{ck.name}")
         metrics = out / "metrics.json"
-        if metrics.exists() and NEAR not in json.loads(metrics.read_text())["episode_max"]:
-            metrics.unlink()  # scored before the approach was recorded: score again
-        if not metrics.exists():
+        m = json.loads(metrics.read_text()) if metrics.exists() else {"episode_max": {}}
+        if NEAR not in m["episode_max"]:  # not scored yet, or scored before the approach was recorded
+            metrics.unlink(missing_ok=True)
             policy = load_steered_policy(str(ck))
             evaluate_in_process(policy, task, episodes, out, "latest", episode_max=(GRASP, NEAR))
-        m = json.loads(metrics.read_text())
+            m = json.loads(metrics.read_text())
         split = failures(m["successes"], m["episode_max"][GRASP], m["episode_max"][NEAR])
         points.append({"env_steps": kept_steps(ck), "success_rate": m["success_rate"], **split})
     return {

@@ -46,6 +46,14 @@ def benchmark_row(run: Path) -> dict:
     return rows[key]
 
 
+def kept_or_exit(run: Path) -> list[Path]:
+    """The run's kept checkpoints, in step order; a clear exit when it kept none."""
+    kept = kept_checkpoints(run)
+    if not kept:
+        raise SystemExit(f"{run}: kept no checkpoints (run dsrl_steering.py with --unseen-every N)")
+    return kept
+
+
 def row_head(bench: dict, episodes: int) -> dict:
     """The fields each per-run row of the kept-checkpoint scripts opens with: the run and its overrides."""
     return {
@@ -85,9 +93,8 @@ def kept_both_ways(run: Path, episodes: int, states: int = 256) -> dict:
     kept critic's value of its mean latent."""
     bench = benchmark_row(run)
     task = bench["task"]
+    kept_or_exit(run)
     mean = unseen_history(run, task, episodes)
-    if not mean:
-        raise SystemExit(f"{run}: kept no checkpoints (run dsrl_steering.py with --unseen-every N)")
     sampled = unseen_history(run, task, episodes, deterministic=False)
     values = critic_view(run, states) if states > 0 else [None] * len(mean)
     return {

@@ -20,54 +20,52 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dsrl_kept import benchmark_row, row_head
-from dsrl_steering import evaluate_in_process, kept_checkpoints, unseen_history
+from dsrl_kept import benchmark_row, kept_or_exit, row_head
+from dsrl_steering import evaluate_in_process, kept_checkpoints, kept_steps, unseen_history
 from results_tables import append_row
 
 from robosteer.scripts.common import format_table
 
 
-def kept_steps(checkpoint: Path) -> int:
-    """The env steps at which a kept checkpoint was written."""
-    return int(json.loads((checkpoint / "extra.json").read_text())["counters"]["env_steps"])
+def kept_from(run: Path, start: int) -> list[Path]:
+    """The checkpoints the run kept from ``start`` env steps on, in step order; a clear exit when none."""
+    kept = [ck for ck in kept_checkpoints(run) if kept_steps(ck) >= start]
+    if not kept:
+        raise SystemExit(f"{run}: kept no checkpoint at or after {start} env steps (--starts)")
+    return kept
 
 
-def averaged_policy(run: Path, start: int) -> tuple[Any, int]:
-    """(the last kept checkpoint's policy acting with the uniform average of the acting actors kept from
-    ``start`` env steps on, how many were averaged)."""
+def averaged_policy(kept: list[Path]) -> Any:
+    """The last of ``kept``'s policies acting with the uniform average of all their acting actors."""
     import torch
 
     from robosteer.policies.steering.dsrl import load_steered_policy
 
-    kept = [ck for ck in kept_checkpoints(run) if kept_steps(ck) >= start]
-    if not kept:
-        raise SystemExit(f"{run}: kept no checkpoint at or after {start} env steps (--starts)")
     policy = load_steered_policy(str(kept[-1]))
     states = [load_steered_policy(str(ck)).agent.acting_actor.state_dict() for ck in kept]
     average = {k: torch.stack([s[k].double() for s in states]).mean(0) for k in states[0]}
     acting = policy.agent.acting_actor
     acting.load_state_dict({k: v.to(states[0][k].dtype) for k, v in average.items()})
-    return policy, len(kept)
+    return policy
 
 
 def kept_averages(run: Path, starts: list[int], episodes: int) -> dict:
     """One row: the kept actors' scores and each average's, on the same unseen episodes."""
     bench = benchmark_row(run)
     task = bench["task"]
+    kept_or_exit(run)
     kept = unseen_history(run, task, episodes)
-    if not kept:
-        raise SystemExit(f"{run}: kept no checkpoints (run dsrl_steering.py with --unseen-every N)")
     averages = []
     for start in starts:
+        members = kept_from(run, start)
         out = Path(f"{run}_eval_avg/{start:09d}")
         cached = out / "metrics.json"
-        if cached.exists():  # scored before: the count needs no weights loaded
-            n = sum(kept_steps(ck) >= start for ck in kept_checkpoints(run))
+        if cached.exists():  # scored before: no weights to load
             success = float(json.loads(cached.read_text())["success_rate"])
         else:
-            policy, n = averaged_policy(run, start)
-            success = evaluate_in_process(policy, task, episodes, out, f"average of {n} kept actors")
-        averages.append({"from": start, "checkpoints": n, "success_rate": success})
+            which = f"average of {len(members)} kept actors"
+            success = evaluate_in_process(averaged_policy(members), task, episodes, out, which)
+        averages.append({"from": start, "checkpoints": len(members), "success_rate": success})
     return {
         **row_head(bench, episodes),
         "kept": kept,

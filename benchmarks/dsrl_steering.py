@@ -112,6 +112,11 @@ def kept_checkpoints(run: Path) -> list[Path]:
     return sorted(history.iterdir()) if history.is_dir() else []
 
 
+def kept_steps(checkpoint: Path) -> int:
+    """The env steps at which a kept checkpoint was written."""
+    return int(json.loads((checkpoint / "extra.json").read_text())["counters"]["env_steps"])
+
+
 def unseen_history(run: Path, task: str, episodes: int, deterministic: bool = True) -> list[dict]:
     """The acting actor of every checkpoint the run kept (``run.keep_every``) on the unseen episodes: a late
     decline shows here, on the same episodes as the final figure, not only in the 50 validation episodes
@@ -120,7 +125,7 @@ def unseen_history(run: Path, task: str, episodes: int, deterministic: bool = Tr
     where = "_eval_kept" if deterministic else "_eval_kept_sampled"
     return [
         {
-            "env_steps": int(json.loads((ck / "extra.json").read_text())["counters"]["env_steps"]),
+            "env_steps": kept_steps(ck),
             "success_rate": _evaluate(
                 ck, task, episodes, Path(f"{run}{where}/{ck.name}"), "latest", deterministic
             ),
