@@ -6,7 +6,10 @@ mean latent on the same unseen episodes as the final figure (eval seed 200000), 
 split by Meta-World's per-step ``grasp_success`` flag: never set in the episode (the gripper never closed on the
 object) or set at least once (grasped, then dropped it or never brought it to the goal); of the first, those
 whose hand did reach the object (Meta-World's ``near_object``: the fingertips within reach of it) missed the
-grasp itself rather than the approach. One row per run (``--rows``), with the run's benchmark overrides.
+grasp itself rather than the approach. Beside them, what the critics learn from: each actor's mean shaped return
+per episode (the run's ``run.reward=shaped`` cost, summed over the episode's chunks) and its successes' mean
+length, so a decline that the reward itself prefers (faster successes bought with more failures, failures that
+earn reward) shows. One row per run (``--rows``), with the run's benchmark overrides.
 
     python benchmarks/dsrl_failures.py runs/bench/pp_cos/pick-place-v3/dsrl_na_s2 --rows docs/results/dsrl_failures.jsonl
 """
@@ -17,10 +20,12 @@ import argparse
 import json
 from pathlib import Path
 
+import numpy as np
 from dsrl_kept import benchmark_row, kept_or_exit, row_head
 from dsrl_steering import evaluate_in_process, kept_steps
 from results_tables import append_row
 
+from robosteer.policies.rl.offline import shaped_chunk_reward
 from robosteer.scripts.common import format_table
 
 GRASP = "grasp_success"  # Meta-World v3's per-step flag: the object is held between the fingers
@@ -40,6 +45,28 @@ def failures(successes: list[bool], grasped: list[float], reached: list[float]) 
     }
 
 
+def reward_view(m: dict, chunk: int, scale: float) -> dict[str, float | None]:
+    """The shaped return per episode the critics learn from (Σ over chunks of Σ_t (r_t/scale − 1)/Ta, i.e.
+    shaped_chunk_reward of the episode's return and length), averaged over episodes, and the successes' mean
+    length in env steps (None without a success)."""
+    returns, lengths = np.asarray(m["returns"], float), np.asarray(m["lengths"], float)
+    won = np.asarray(m["successes"], bool)
+    return {
+        "shaped_return": round(float(shaped_chunk_reward(returns, lengths, chunk, scale).mean()), 3),
+        "success_length": round(float(lengths[won].mean()), 1) if won.any() else None,
+    }
+
+
+def chunk_and_scale(run: Path) -> tuple[int, float]:
+    """(Ta, reward_scale) of a run: its executed rows per chunk (the checkpoint's exec_slice) and its reward's
+    scale (its config.yaml), as the run shaped its reward."""
+    import yaml
+
+    start, stop = json.loads((run / "checkpoints" / "latest" / "config.json").read_text())["exec_slice"]
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    return stop - start, float(cfg["run"]["reward_scale"])
+
+
 def kept_failures(run: Path, episodes: int) -> dict:
     """One row: every kept actor's success and its failures split by grasp, on the same unseen episodes."""
     from robosteer.policies.steering.dsrl import load_steered_policy
@@ -47,6 +74,7 @@ def kept_failures(run: Path, episodes: int) -> dict:
     bench = benchmark_row(run)
     task = bench["task"]
     points = []
+    chunk, scale = chunk_and_scale(run)
     for ck in kept_or_exit(run):
         out = Path(f"{run}_eval_failures/{ck.name}")
         metrics = out / "metrics.json"
@@ -57,7 +85,8 @@ def kept_failures(run: Path, episodes: int) -> dict:
             evaluate_in_process(policy, task, episodes, out, "latest", episode_max=(GRASP, NEAR))
             m = json.loads(metrics.read_text())
         split = failures(m["successes"], m["episode_max"][GRASP], m["episode_max"][NEAR])
-        points.append({"env_steps": kept_steps(ck), "success_rate": m["success_rate"], **split})
+        view = reward_view(m, chunk, scale)
+        points.append({"env_steps": kept_steps(ck), "success_rate": m["success_rate"], **split, **view})
     return {
         **row_head(bench, episodes),
         "kept": points,

@@ -133,6 +133,11 @@ def num(x: float) -> str:
     return s[:-1] if s.endswith("0") else s
 
 
+def _opt(x: float | None, fmt: str) -> str:
+    """``x`` formatted, or — where a row lacks it (written before it was recorded, or nothing to average)."""
+    return "—" if x is None else fmt.format(x)
+
+
 def steps_k(steps: float) -> str:
     """Env steps in thousands: ``15k``."""
     return f"{steps / 1000:.0f}k"
@@ -513,6 +518,8 @@ def dsrl_failures(rows: list[Row]) -> str:
             ", ".join(str(k["never_grasped"]) for k in r["kept"]),
             ", ".join(str(k.get("never_grasped_reached", "—")) for k in r["kept"]),
             ", ".join(str(k["grasped"]) for k in r["kept"]),
+            ", ".join(_opt(k.get("shaped_return"), "{:.1f}") for k in r["kept"]),
+            ", ".join(_opt(k.get("success_length"), "{:.0f}") for k in r["kept"]),
         ]
         for r in runs
     ]
@@ -520,6 +527,7 @@ def dsrl_failures(rows: list[Row]) -> str:
     columns += [f"success ({runs[0]['episodes']} unseen ep.)", "failures that never grasped the object"]
     columns += ["of them, the hand reached the object"]
     columns += ["failures that grasped it (dropped, or never at the goal)"]
+    columns += ["shaped return per episode (the critics' reward)", "successes' mean length (env steps)"]
     return table(columns, body)
 
 

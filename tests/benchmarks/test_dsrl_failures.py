@@ -21,6 +21,15 @@ def test_failures_split_by_whether_the_object_was_ever_grasped() -> None:
     assert dsrl_failures.failures(successes, grasped, reached) == want
 
 
+def test_reward_view_is_the_shaped_return_the_critics_learn_from() -> None:
+    """Two episodes of Ta=8 chunks, scale 10: a 16-step success earning 80 (cost (80/10 - 16)/8 = -1) and a
+    200-step failure earning 100 ((100/10 - 200)/8 = -23.75); mean -12.375, the success 16 steps long."""
+    m = {"returns": [80.0, 100.0], "lengths": [16, 200], "successes": [True, False]}
+    assert dsrl_failures.reward_view(m, 8, 10.0) == {"shaped_return": -12.375, "success_length": 16.0}
+    none = {**m, "successes": [False, False]}
+    assert dsrl_failures.reward_view(none, 8, 10.0)["success_length"] is None
+
+
 def test_every_kept_actor_is_scored_once_with_its_grasp_flags(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -33,6 +42,10 @@ def test_every_kept_actor_is_scored_once_with_its_grasp_flags(
         kept = run / "checkpoints" / "history" / f"{step:09d}"
         kept.mkdir(parents=True)
         (kept / "extra.json").write_text(json.dumps({"counters": {"env_steps": step}}))
+    latest = run / "checkpoints" / "latest"
+    latest.mkdir(parents=True)
+    (latest / "config.json").write_text(json.dumps({"exec_slice": [1, 9]}))  # Ta = 8
+    (run / "config.yaml").write_text("run:\n  reward_scale: 10.0\n")
     row = {"task": "pick-place-v3", "variant": "na", "seed": 2, "overrides": ["run.eval_every=5000"]}
     (tmp_path / "results.jsonl").write_text(json.dumps(row) + "\n")
     calls = []
@@ -43,6 +56,7 @@ def test_every_kept_actor_is_scored_once_with_its_grasp_flags(
         out.mkdir(parents=True, exist_ok=True)
         maxima = {"grasp_success": grasped, "near_object": reached}
         m = {"success_rate": sum(successes) / 3, "successes": successes, "episode_max": maxima}
+        m |= {"returns": [80.0, 80.0, 100.0], "lengths": [16, 32, 200]}
         (out / "metrics.json").write_text(json.dumps(m))
         return m["success_rate"]
 
@@ -57,6 +71,8 @@ def test_every_kept_actor_is_scored_once_with_its_grasp_flags(
             "never_grasped": 0,
             "never_grasped_reached": 0,
             "grasped": 1,
+            "shaped_return": -9.25,  # ((8 - 16) + (8 - 32) + (10 - 200)) / 8 / 3
+            "success_length": 24.0,
         },
         {
             "env_steps": 80031,
@@ -65,6 +81,8 @@ def test_every_kept_actor_is_scored_once_with_its_grasp_flags(
             "never_grasped": 1,
             "never_grasped_reached": 1,
             "grasped": 1,
+            "shaped_return": -9.25,
+            "success_length": 16.0,
         },
     ]
     assert got["seed"] == 2 and got["overrides"] == ["run.eval_every=5000"] and got["episodes"] == 3

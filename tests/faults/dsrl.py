@@ -452,6 +452,20 @@ FAULTS = [
         "tests/benchmarks/test_dsrl_failures.py",
     ),
     _f(
+        "dsrl failures: the successes' length is averaged over every episode, failures included",
+        "benchmarks/dsrl_failures.py",
+        '"success_length": round(float(lengths[won].mean()), 1) if won.any() else None,',
+        '"success_length": round(float(lengths.mean()), 1) if won.any() else None,',
+        "tests/benchmarks/test_dsrl_failures.py",
+    ),
+    _f(
+        "dsrl failures: the shaped return ignores the run's chunk length (one chunk per env step)",
+        "benchmarks/dsrl_failures.py",
+        'return stop - start, float(cfg["run"]["reward_scale"])',
+        'return 1, float(cfg["run"]["reward_scale"])',
+        "tests/benchmarks/test_dsrl_failures.py",
+    ),
+    _f(
         "evaluate: an episode's info maximum carries over into the env's next episode",
         "sim/evaluate.py",
         "                for running in ep_max.values():\n                    running[i] = -np.inf\n",
