@@ -110,6 +110,11 @@ class DSRLConfig:
     # success swings between evaluations (push-v3: 0.88-0.98 over the last 30k env steps of a 100k run,
     # final 0.84-0.89 vs best 0.92-0.96); the average holds what the recent actors share.
     actor_tau: float = 0.0  # reference: none, the last trained actor acts
+    # The actor and critics read the observations the base's own normaliser maps min-max to [-1, 1] (its low-dim
+    # keys; other keys, e.g. an embedding or a privileged state it does not read, stay raw). The reference's
+    # DPPO env wrapper hands SB3 observations normalised with the base's normalization.npz. Raw Meta-World
+    # states move the object by a few hundredths between episodes, which a 78-d input barely resolves.
+    normalize_obs: bool = True  # reference
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -177,6 +182,9 @@ class DSRL(OnlineLearner):
             )
         if actor_encoder is not None and critic_keys is None:
             raise ValueError("DSRL: an actor with its own encoder needs the critics' inputs (critic_keys)")
+        # the base's normaliser, used read-only by ``features`` (not a sub-module: it is the base's own state)
+        norm = getattr(self.frozen_base, "normalizer", None) if cfg.normalize_obs else None
+        object.__setattr__(self, "obs_normalizer", norm)
         self.actor_keys = tuple(obs_keys)
         self.critic_keys = tuple(critic_keys) if critic_keys is not None else self.actor_keys
         decode_keys = (EMBED_KEY,) if isinstance(base, BaseEmbedding) else ()
@@ -257,11 +265,19 @@ class DSRL(OnlineLearner):
         raw windows {key: (B, To, ...)} its own encoder reads."""
         if self.encoded:
             return {k: obs[k] for k in self.actor_keys}
-        return flat_features(obs, self.actor_keys)
+        return flat_features(self.normalized(obs, self.actor_keys), self.actor_keys)
 
     def critic_features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """The critics' input (B, critic_obs_dim): the actor's, or the privileged state's (asymmetric)."""
-        return flat_features(obs, self.critic_keys)
+        return flat_features(self.normalized(obs, self.critic_keys), self.critic_keys)
+
+    def normalized(self, obs: dict[str, torch.Tensor], keys: tuple[str, ...]) -> dict[str, torch.Tensor]:
+        """``keys``' windows {key: (B, To, D)}, those the base normalises (``normalize_obs``) in its [-1, 1]."""
+        norm = self.obs_normalizer
+        if norm is None:
+            return obs
+        known = set(norm.lowdim_keys)
+        return {k: norm.normalize(k, obs[k].float()) if k in known else obs[k] for k in keys}
 
     @property
     def asymmetric(self) -> bool:
@@ -584,6 +600,12 @@ class SteeredPolicy(ChunkPolicy):
         self.agent = agent
 
 
+def acting_config(saved: dict[str, Any]) -> DSRLConfig:
+    """The DSRLConfig a checkpoint's saved ``dsrl`` dict acts with: no distillation bank (acting needs none), and
+    raw observations where it predates ``normalize_obs`` (its actor was trained on them)."""
+    return DSRLConfig(**{"normalize_obs": False, **saved, "noise_bank": 0})
+
+
 def load_steered_policy(
     path: str,
     deterministic: bool = True,
@@ -598,7 +620,7 @@ def load_steered_policy(
     """
     ck, base = load_run(path, which, "dsrl", ("obs_dim", "exec_slice", "obs_keys", "dsrl"))
     cfg = ck.config
-    acting = DSRLConfig(**{**cfg["dsrl"], "noise_bank": 0})  # acting needs no distillation bank
+    acting = acting_config(cfg["dsrl"])
     keys = tuple(cfg["obs_keys"])
     encoded = cfg.get("actor_obs") == "encoder"  # the actor's own encoder: rebuilt, its weights loaded below
     decoder = BaseEmbedding(base) if keys == (EMBED_KEY,) or encoded else base

@@ -84,6 +84,7 @@ REFERENCE: dict[str, dict[str, object]] = {
         "actor_tau": 0.0,  # no averaged actor (the SB3 fork evaluates its trained actor)
         "backup_entropy": True,
         "backup_latent": "sampled",  # SB3 SAC's target samples the next action from the actor
+        "normalize_obs": True,  # DPPO's env wrapper min-max normalises observations with the base's stats
     },
     "expo": {
         "policy": "otf",

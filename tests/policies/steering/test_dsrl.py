@@ -341,3 +341,54 @@ def test_averaged_actor_is_a_polyak_average_that_acts_where_the_run_is_judged():
     torch.testing.assert_close(explored, want_trained)
     with pytest.raises(ValueError, match="actor_tau"):
         DSRLConfig(actor_tau=1.5)
+
+
+class NormalisedBase(SignBase):
+    """A base with a normaliser for ``state`` (min -1, max 3 in dim 0; a constant dim 1), as trained policies have."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from robosteer.policies.normalizer import Normalizer
+
+        meta = {"obs": {"state": {"shape": [2]}}, "action": {"shape": [1]}}
+        stats = {"state": {"min": [-1.0, 0.5], "max": [3.0, 0.5]}, "action": {"min": [-1.0], "max": [1.0]}}
+        self.normalizer = Normalizer(meta, stats)
+
+
+def test_actor_and_critics_read_observations_in_the_bases_normalised_range():
+    """normalize_obs (the reference's DPPO wrapper): state x -> 2(x - min)/(max - min) - 1 per dim, a constant
+    dim -> 0, over every step of the window; a key the base does not normalise (privileged) stays raw; off: raw."""
+    obs = {"state": torch.tensor([[[1.0, 0.5], [3.0, 0.5]]]), "priv": torch.tensor([[[7.0]]])}  # (1, To=2, 2)
+    on = DSRL(NormalisedBase(), obs_dim=4, exec_slice=slice(0, 1), config=DSRLConfig(hidden=[8]))
+    assert on.features(obs).tolist() == [[0.0, 0.0, 1.0, 0.0]]  # (1 + 1)/4·2 − 1 = 0; 3 → 1; 0.5 const → 0
+    assert on.critic_features(obs).tolist() == [[0.0, 0.0, 1.0, 0.0]]  # the critics read the same
+    asym = DSRL(
+        NormalisedBase(),
+        4,
+        slice(0, 1),
+        DSRLConfig(hidden=[8]),
+        ("state",),
+        critic_keys=("priv",),
+        critic_obs_dim=1,
+    )
+    assert asym.critic_features(obs).tolist() == [[7.0]] and asym.features(obs).tolist() == [
+        [0.0, 0.0, 1.0, 0.0]
+    ]
+    off = DSRL(NormalisedBase(), 4, slice(0, 1), DSRLConfig(hidden=[8], normalize_obs=False))
+    assert off.features(obs).tolist() == [[1.0, 0.5, 3.0, 0.5]]
+    assert off.critic_features(obs).tolist() == [[1.0, 0.5, 3.0, 0.5]]
+    plain = DSRL(
+        SignBase(), obs_dim=4, exec_slice=slice(0, 1), config=DSRLConfig(hidden=[8])
+    )  # no normaliser
+    assert plain.features(obs).tolist() == [[1.0, 0.5, 3.0, 0.5]]
+
+
+def test_a_checkpoint_saved_before_normalize_obs_acts_on_raw_observations():
+    from dataclasses import asdict
+
+    from robosteer.policies.steering.dsrl import acting_config
+
+    saved = asdict(DSRLConfig(noise_bank=50000))
+    assert acting_config(saved).normalize_obs and acting_config(saved).noise_bank == 0
+    del saved["normalize_obs"]  # what every checkpoint written before the option holds
+    assert not acting_config(saved).normalize_obs
