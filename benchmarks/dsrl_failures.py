@@ -9,7 +9,9 @@ whose hand did reach the object (Meta-World's ``near_object``: the fingertips wi
 grasp itself rather than the approach. Beside them, what the critics learn from: each actor's mean shaped return
 per episode (the run's ``run.reward=shaped`` cost, summed over the episode's chunks) and its successes' mean
 length, so a decline that the reward itself prefers (faster successes bought with more failures, failures that
-earn reward) shows. One row per run (``--rows``), with the run's benchmark overrides.
+earn reward) shows. And where the failures are: each actor's success on the quarter of the episodes whose object
+starts nearest the robot (lowest y of Meta-World's object position, state[4:7], right below the hand's start)
+and on the rest. One row per run (``--rows``), with the run's benchmark overrides.
 
     python benchmarks/dsrl_failures.py runs/bench/pp_cos/pick-place-v3/dsrl_na_s2 --rows docs/results/dsrl_failures.jsonl
 """
@@ -30,6 +32,7 @@ from robosteer.scripts.common import format_table
 
 GRASP = "grasp_success"  # Meta-World v3's per-step flag: the object is held between the fingers
 NEAR = "near_object"  # Meta-World v3's per-step flag: the hand is at the object
+OBJECT = slice(4, 7)  # Meta-World v3's state: the object's position (x, y, z)
 
 
 def failures(successes: list[bool], grasped: list[float], reached: list[float]) -> dict[str, int]:
@@ -67,6 +70,25 @@ def chunk_and_scale(run: Path) -> tuple[int, float]:
     return stop - start, float(cfg["run"]["reward_scale"])
 
 
+def object_starts(task: str, seeds: list[int]) -> np.ndarray:
+    """(N, 3): where the object starts in the episodes of these seeds (each env reset with its episode's seed,
+    as ``sim.evaluate`` starts every episode)."""
+    from robosteer import sim
+
+    starts = []
+    with sim.make_env(task, num_envs=1) as env:
+        for seed in seeds:
+            state = env.reset(seed=[int(seed)])["state"]  # (1, 39) or (1, To, 39)
+            starts.append(state.reshape(-1, state.shape[-1])[-1, OBJECT])
+    return np.stack(starts)
+
+
+def by_place(successes: list[bool], near: np.ndarray) -> dict[str, float]:
+    """Success on the ``near`` episodes (the object nearest the robot) and on the others."""
+    won = np.asarray(successes, bool)
+    return {"near_success": float(won[near].mean()), "rest_success": float(won[~near].mean())}
+
+
 def kept_failures(run: Path, episodes: int) -> dict:
     """One row: every kept actor's success and its failures split by grasp, on the same unseen episodes."""
     from robosteer.policies.steering.dsrl import load_steered_policy
@@ -75,6 +97,7 @@ def kept_failures(run: Path, episodes: int) -> dict:
     task = bench["task"]
     points = []
     chunk, scale = chunk_and_scale(run)
+    near = None
     for ck in kept_or_exit(run):
         out = Path(f"{run}_eval_failures/{ck.name}")
         metrics = out / "metrics.json"
@@ -86,9 +109,16 @@ def kept_failures(run: Path, episodes: int) -> dict:
             m = json.loads(metrics.read_text())
         split = failures(m["successes"], m["episode_max"][GRASP], m["episode_max"][NEAR])
         view = reward_view(m, chunk, scale)
-        points.append({"env_steps": kept_steps(ck), "success_rate": m["success_rate"], **split, **view})
+        if near is None:  # every kept actor plays the same episodes: where their objects start, once
+            y = object_starts(task, m["episode_seeds"])[:, 1]
+            near = y <= np.quantile(y, 0.25)
+        place = by_place(m["successes"], near)
+        points.append(
+            {"env_steps": kept_steps(ck), "success_rate": m["success_rate"], **split, **view, **place}
+        )
     return {
         **row_head(bench, episodes),
+        "near_episodes": int(near.sum()) if near is not None else 0,
         "kept": points,
     }
 

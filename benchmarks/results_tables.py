@@ -520,6 +520,8 @@ def dsrl_failures(rows: list[Row]) -> str:
             ", ".join(str(k["grasped"]) for k in r["kept"]),
             ", ".join(_opt(k.get("shaped_return"), "{:.1f}") for k in r["kept"]),
             ", ".join(_opt(k.get("success_length"), "{:.0f}") for k in r["kept"]),
+            ", ".join(_opt(k.get("near_success"), "{:.2f}") for k in r["kept"]),
+            ", ".join(_opt(k.get("rest_success"), "{:.2f}") for k in r["kept"]),
         ]
         for r in runs
     ]
@@ -528,6 +530,10 @@ def dsrl_failures(rows: list[Row]) -> str:
     columns += ["of them, the hand reached the object"]
     columns += ["failures that grasped it (dropped, or never at the goal)"]
     columns += ["shaped return per episode (the critics' reward)", "successes' mean length (env steps)"]
+    columns += [
+        "success where the object starts nearest the robot (the quarter of lowest y)",
+        "success, the rest",
+    ]
     return table(columns, body)
 
 

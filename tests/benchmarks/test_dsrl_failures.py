@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -56,13 +57,21 @@ def test_every_kept_actor_is_scored_once_with_its_grasp_flags(
         out.mkdir(parents=True, exist_ok=True)
         maxima = {"grasp_success": grasped, "near_object": reached}
         m = {"success_rate": sum(successes) / 3, "successes": successes, "episode_max": maxima}
-        m |= {"returns": [80.0, 80.0, 100.0], "lengths": [16, 32, 200]}
+        m |= {"returns": [80.0, 80.0, 100.0], "lengths": [16, 32, 200], "episode_seeds": [11, 12, 13]}
         (out / "metrics.json").write_text(json.dumps(m))
         return m["success_rate"]
 
     monkeypatch.setattr("robosteer.policies.steering.dsrl.load_steered_policy", lambda path: path)
     monkeypatch.setattr(dsrl_failures, "evaluate_in_process", fake_evaluate)
+    starts = []  # the episodes' object positions are looked up once per run: the third starts nearest
+
+    def fake_starts(task: str, seeds: list[int]) -> np.ndarray:
+        starts.append((task, seeds))
+        return np.array([[0.0, 0.65, 0.02], [0.0, 0.68, 0.02], [0.0, 0.60, 0.02]])
+
+    monkeypatch.setattr(dsrl_failures, "object_starts", fake_starts)
     got = dsrl_failures.kept_failures(run, 3)
+    assert starts == [("pick-place-v3", [11, 12, 13])] and got["near_episodes"] == 1
     assert got["kept"] == [
         {
             "env_steps": 50019,
@@ -73,6 +82,8 @@ def test_every_kept_actor_is_scored_once_with_its_grasp_flags(
             "grasped": 1,
             "shaped_return": -9.25,  # ((8 - 16) + (8 - 32) + (10 - 200)) / 8 / 3
             "success_length": 24.0,
+            "near_success": 0.0,  # the third episode failed
+            "rest_success": 1.0,
         },
         {
             "env_steps": 80031,
@@ -83,6 +94,8 @@ def test_every_kept_actor_is_scored_once_with_its_grasp_flags(
             "grasped": 1,
             "shaped_return": -9.25,
             "success_length": 16.0,
+            "near_success": 0.0,
+            "rest_success": 0.5,
         },
     ]
     assert got["seed"] == 2 and got["overrides"] == ["run.eval_every=5000"] and got["episodes"] == 3
@@ -94,3 +107,45 @@ def test_every_kept_actor_is_scored_once_with_its_grasp_flags(
     stale = run.parent / "dsrl_na_s2_eval_failures" / "000050019" / "metrics.json"
     stale.write_text(json.dumps({"episode_max": {"grasp_success": [1.0]}}))  # scored before near_object
     assert dsrl_failures.kept_failures(run, 3) == got and len(calls) == 3  # that one alone is scored again
+
+
+def test_object_starts_are_where_the_evaluated_episodes_start() -> None:
+    """The object positions looked up by episode seed are those sim.evaluate's episodes (4 envs) start from."""
+    from robosteer import sim
+
+    class Recorder:
+        """Zero actions; keeps every episode's first observation, in the order the envs start them."""
+
+        def __init__(self) -> None:
+            self.fresh, self.first = [True] * 4, {i: [] for i in range(4)}
+
+        def reset(self, env_ids: list[int]) -> None:
+            for i in env_ids:
+                self.fresh[i] = True
+
+        def act(self, obs: dict) -> np.ndarray:
+            for i in range(4):
+                if self.fresh[i]:
+                    self.first[i].append(obs["state"][i, dsrl_failures.OBJECT].copy())
+                    self.fresh[i] = False
+            return np.zeros((4, 4))
+
+    rec = Recorder()
+    with sim.make_env("pick-place-v3", num_envs=4, max_episode_steps=20) as env:
+        m = sim.evaluate(env, rec, episodes=8, seed=200000, progress=False)
+    played = np.stack([rec.first[k % 4][k // 4] for k in range(8)])  # episode k ran in env k % 4
+    looked_up = dsrl_failures.object_starts("pick-place-v3", m["episode_seeds"])
+    np.testing.assert_allclose(looked_up, played)
+    assert np.ptp(played[:, 1]) > 0.01  # the episodes differ: the lookup is not trivially constant
+
+
+def test_by_place_splits_success_between_the_near_episodes_and_the_rest() -> None:
+    near = np.array([True, False, False, True])
+    assert dsrl_failures.by_place([True, True, False, False], near) == {
+        "near_success": 0.5,
+        "rest_success": 0.5,
+    }
+    assert dsrl_failures.by_place([False, True, True, False], near) == {
+        "near_success": 0.0,
+        "rest_success": 1.0,
+    }

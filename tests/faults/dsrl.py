@@ -12,6 +12,8 @@ STEER = "policies/steering/steerability.py"
 T_STEER = "tests/policies/steering/test_steerability.py"
 T_AVG = "tests/policies/steering/test_dsrl.py::test_averaged_actor_is_a_polyak_average_that_acts_where_the_run_is_judged"
 T_DECAY = "tests/policies/steering/test_dsrl.py::test_actor_lr_decay_sets_the_actors_rate_from_the_share_of_the_budget_done"
+T_NORM = "tests/policies/steering/test_dsrl.py::test_actor_and_critics_read_observations_in_the_bases_normalised_range"
+T_NORM_OLD = "tests/policies/steering/test_dsrl.py::test_a_checkpoint_saved_before_normalize_obs_acts_on_raw_observations"
 SERVED = "policies/steering/served.py"
 T_SERVED = "tests/scripts/test_steer.py::test_dsrl_steers_a_served_base"
 
@@ -22,6 +24,34 @@ def _f(name: str, file: str, old: str, new: str, *tests: str) -> dict:
 
 FAULTS = [
     # ------------------------------------------------------------------------------------------ DSRL
+    _f(
+        "dsrl: normalize_obs leaves the actor's observations raw",
+        DSRL,
+        "return flat_features(self.normalized(obs, self.actor_keys), self.actor_keys)",
+        "return flat_features(obs, self.actor_keys)",
+        T_NORM,
+    ),
+    _f(
+        "dsrl: normalize_obs leaves the critics' observations raw",
+        DSRL,
+        "return flat_features(self.normalized(obs, self.critic_keys), self.critic_keys)",
+        "return flat_features(obs, self.critic_keys)",
+        T_NORM,
+    ),
+    _f(
+        "dsrl: normalize_obs=false still normalises",
+        DSRL,
+        'norm = getattr(self.frozen_base, "normalizer", None) if cfg.normalize_obs else None',
+        'norm = getattr(self.frozen_base, "normalizer", None)',
+        T_NORM,
+    ),
+    _f(
+        "dsrl: a checkpoint saved before normalize_obs acts on normalised observations",
+        DSRL,
+        'return DSRLConfig(**{"normalize_obs": False, **saved, "noise_bank": 0})',
+        'return DSRLConfig(**{**saved, "noise_bank": 0})',
+        T_NORM_OLD,
+    ),
     _f(
         "dsrl: distillation latents clipped to ±1",
         DSRL,
@@ -449,6 +479,27 @@ FAULTS = [
         "benchmarks/dsrl_failures.py",
         '"never_grasped_reached": sum(n >= 0.5 for n in never),',
         '"never_grasped_reached": sum(n >= 0.5 for g, n in failed),',
+        "tests/benchmarks/test_dsrl_failures.py",
+    ),
+    _f(
+        "dsrl failures: the near episodes are the three quarters nearest, not the quarter",
+        "benchmarks/dsrl_failures.py",
+        "near = y <= np.quantile(y, 0.25)",
+        "near = y <= np.quantile(y, 0.75)",
+        "tests/benchmarks/test_dsrl_failures.py",
+    ),
+    _f(
+        "dsrl failures: the near and the rest swapped",
+        "benchmarks/dsrl_failures.py",
+        'return {"near_success": float(won[near].mean()), "rest_success": float(won[~near].mean())}',
+        'return {"near_success": float(won[~near].mean()), "rest_success": float(won[near].mean())}',
+        "tests/benchmarks/test_dsrl_failures.py",
+    ),
+    _f(
+        "dsrl failures: the object's start read from the hand's position",
+        "benchmarks/dsrl_failures.py",
+        "OBJECT = slice(4, 7)",
+        "OBJECT = slice(0, 3)",
         "tests/benchmarks/test_dsrl_failures.py",
     ),
     _f(
