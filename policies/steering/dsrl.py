@@ -185,6 +185,9 @@ class DSRL(OnlineLearner):
         # the base's normaliser, used read-only by ``features`` (not a sub-module: it is the base's own state)
         norm = getattr(self.frozen_base, "normalizer", None) if cfg.normalize_obs else None
         object.__setattr__(self, "obs_normalizer", norm)
+        self.normalized_keys = (
+            frozenset(norm.lowdim_keys) if norm is not None else frozenset()
+        )  # once, not per call
         self.actor_keys = tuple(obs_keys)
         self.critic_keys = tuple(critic_keys) if critic_keys is not None else self.actor_keys
         decode_keys = (EMBED_KEY,) if isinstance(base, BaseEmbedding) else ()
@@ -276,8 +279,7 @@ class DSRL(OnlineLearner):
         norm = self.obs_normalizer
         if norm is None:
             return obs
-        known = set(norm.lowdim_keys)
-        return {k: norm.normalize(k, obs[k].float()) if k in known else obs[k] for k in keys}
+        return {k: norm.normalize(k, obs[k].float()) if k in self.normalized_keys else obs[k] for k in keys}
 
     @property
     def asymmetric(self) -> bool:
