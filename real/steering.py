@@ -422,7 +422,7 @@ def run_robot(
             metrics = o.finish()
     finally:
         learning.close()
-    recent = [success for success, _ in o.recent[-50:]]  # this session's
+    recent = [success for success, _ in o.recent[-50:]]  # the last 50 (a resumed run: with its checkpoint's)
     return {
         **metrics,
         "robot_episodes": int(counters["episodes"]),

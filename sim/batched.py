@@ -28,6 +28,7 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from robosteer.sim.chunking import ActionChunkWrapper
+from robosteer.sim.episode_state import EpisodeStateWrapper
 from robosteer.sim.errors import check_choice
 from robosteer.sim.history import ObsHistoryWrapper
 from robosteer.sim.isaac import IMPLS, TorchBatchedEnv, make_isaac_env  # imports no Isaac package
@@ -53,7 +54,7 @@ def _make_single_env(
     if action_chunk is not None:
         render_last = (obs_history or 1) if render == "policy_steps" else None
         env = ActionChunkWrapper(env, action_chunk, render_last)
-    return env
+    return EpisodeStateWrapper(env)  # outermost: it records the actions the batched env steps with
 
 
 class BatchedEnv:
@@ -222,6 +223,25 @@ class BatchedEnv:
     def queue_episode_seeds(self, seeds_by_env: dict[int, list[int]]) -> None:
         """Give env i the seeds of its next auto-resets (used by ``evaluate`` for B-independent episodes)."""
         self._venv.call("queue_episode_seeds", {int(i): [int(s) for s in v] for i, v in seeds_by_env.items()})
+
+    def episode_states(self) -> list[dict[str, Any]]:
+        """Each env's episode in flight (seed, seed stream, actions since its reset; sim.episode_state), so a
+        resumed run can continue it exactly with :meth:`restore_episodes`."""
+        return list(self._venv.call("episode_state"))
+
+    def restore_episodes(self, states: Sequence[dict[str, Any]]) -> dict[str, np.ndarray] | None:
+        """Rebuild the episodes :meth:`episode_states` recorded (one per env) by replaying them; returns the
+        batched observations they had, or None (every env reset afresh is then up to the caller) when the
+        replay does not reproduce them: another MuJoCo build, task or ``num_envs``."""
+        if len(states) != self.num_envs:
+            return None
+        self.reset(seed=[int(s["seed"]) for s in states])
+        results = self._venv.call("restore_episode", {i: dict(s) for i, s in enumerate(states)})
+        if not all(same for _, same in results):
+            return None
+        obs = [o for o, _ in results]
+        self.episode_seeds = np.asarray([int(s["seed"]) for s in states], dtype=np.int64)
+        return {k: np.stack([o[k] for o in obs]) for k in obs[0]}
 
     def render(self, camera: str = "corner2", size: int = 256, env_index: int = 0) -> np.ndarray:
         """Render env ``env_index``'s current state: (size, size, 3) uint8, with its own renderer per size."""

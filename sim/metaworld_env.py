@@ -159,6 +159,15 @@ class MetaWorldEnv(gym.Env):
         """Make this env's next seed-less resets use ``seeds_by_env[env_index]`` (others are ignored)."""
         self._seed_queue = [check_seed(s) for s in seeds_by_env.get(self.env_index, [])]
 
+    def seed_stream_state(self) -> dict[str, Any]:
+        """Where the auto-resets' seed stream stands (its generator and queue), for an exact resume."""
+        return {"rng": self._seed_rng.bit_generator.state, "queue": list(self._seed_queue)}
+
+    def set_seed_stream_state(self, state: dict[str, Any]) -> None:
+        """Put back :meth:`seed_stream_state`: the next auto-resets draw the seeds they would have drawn."""
+        self._seed_rng.bit_generator.state = state["rng"]
+        self._seed_queue = [check_seed(s) for s in state["queue"]]
+
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

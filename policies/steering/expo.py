@@ -478,10 +478,22 @@ class EXPO(OnlineLearner):
         return {name: opt for name, opt in opts.items() if opt is not None}
 
     def extra_state(self) -> dict[str, Any]:
-        return {"bc_online": self.bc_online.state_dict()}
+        """The online BC replay and the episodes in flight (their starts and chunks, BC windows once they end)."""
+        in_flight = {
+            str(i): {"starts": starts, "actions": actions} for i, (starts, actions) in self._episodes.items()
+        }
+        return {"bc_online": self.bc_online.state_dict(), "bc_in_flight": in_flight}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self.bc_online.load_state_dict(state["bc_online"])
+        dev = self.device
+        self._episodes = {  # absent from a checkpoint written before it was kept: the episodes restart anyway
+            int(i): (
+                [{k: v.to(dev) for k, v in start.items()} for start in ep["starts"]],
+                [a.to(dev) for a in ep["actions"]],
+            )
+            for i, ep in state.get("bc_in_flight", {}).items()
+        }
 
     def get_config(self) -> dict[str, Any]:
         return {"expo": asdict(self.config), "obs_dim": self.obs_dim, "obs_keys": list(self.obs_keys)}

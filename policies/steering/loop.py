@@ -304,6 +304,9 @@ def load_learner_state(learner: OnlineLearner, buffer: Any, modules: dict[str, A
     learner.load_extra_state({n: modules[n] for n in learner.extra_state()})
 
 
+RECENT = 50  # training episodes behind train/success_rate and train/return
+
+
 def owed_updates(counters: dict[str, Any], utd: float, new_transitions: int) -> int:
     """The gradient steps ``new_transitions`` owe at ``utd`` each, the fraction carried in ``pending_updates``."""
     counters["pending_updates"] += utd * new_transitions
@@ -360,15 +363,19 @@ class OnlineRun:
             "pending_updates": 0.0,
         }
         self.history: list[dict[str, float]] = []
-        self.recent: list[tuple[bool, float]] = []  # (success, return) of the episodes that ended
+        self.recent: list[tuple[bool, float]] = []  # (success, return) of the last RECENT episodes that ended
         self.info: dict[str, float] = {}  # the learner's latest figures
         self.next_log = 0
         self.config = {"kind": learner.kind, **learner.get_config(), **(checkpoint_config or {})}
+        # the episodes in flight at the checkpoint (their env's record, the loop's returns), for an exact resume
+        self.in_flight: dict[str, Any] | None = None
         ck = run.restore()
         if ck is not None:
+            self.in_flight = ck.extra.get("in_flight")
             load_learner_state(learner, self.buffer, ck.modules)
             self.counters.update(ck.extra["counters"])
             self.history = list(ck.extra["history"])
+            self.recent = [(bool(s), float(r)) for s, r in ck.extra.get("recent", [])]
             run.best = Best.from_state(ck.extra.get("best"))
             set_rng_state(ck.extra["rng"])
             run.mark_saved(int(self.counters["env_steps"]))
@@ -381,7 +388,8 @@ class OnlineRun:
     def step(self) -> int:
         return int(self.counters["env_steps"])
 
-    def save(self) -> None:
+    def save(self, in_flight: dict[str, Any] | None = None) -> None:
+        """``checkpoints/latest``; ``in_flight``: the episodes in flight (see :func:`run_online`)."""
         from robosteer.policies.rng import get_rng_state
 
         learner = self.learner
@@ -392,6 +400,8 @@ class OnlineRun:
             "best": self.run.best.state(),
             "rng": get_rng_state(),
             "generator": self.gen.get_state(),
+            "recent": [[s, r] for s, r in self.recent],
+            **({"in_flight": in_flight} if in_flight is not None else {}),
         }
         self.run.save_latest(modules, self.config, extra, self.step, learner.named_parameters())
 
@@ -434,7 +444,7 @@ class OnlineRun:
         counters["updates"] += n_updates
 
     def episode_ended(self, success: bool, ret: float) -> None:
-        self.recent.append((success, ret))
+        self.recent = [*self.recent, (success, ret)][-RECENT:]
         self.counters["episodes"] += 1
 
     def log(self) -> dict[str, str]:
@@ -449,33 +459,41 @@ class OnlineRun:
             for k, v in self.info.items():
                 run.scalar(f"train/{k}", v, step)
             if self.recent:
-                rate = float(np.mean([s for s, _ in self.recent[-50:]]))
+                rate, ret = self.train_figures()
                 run.scalar("train/success_rate", rate, step)
-                run.scalar("train/return", float(np.mean([x for _, x in self.recent[-50:]])), step)
+                run.scalar("train/return", ret, step)
                 postfix = {"success": f"{rate:.0%}", "q": f"{self.info.get('q', 0):.2f}"}
         return postfix
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self, in_flight: Any = None) -> dict[str, Any]:
         """After the loop: keep what was learned on Ctrl-C (and re-raise it), else the final evaluation and
-        save; the run's metrics."""
+        save; the run's metrics. ``in_flight() -> dict | None``: the episodes in flight, for the save."""
+        state = (lambda: None) if in_flight is None else in_flight
         if self.run.interrupted:  # Ctrl-C, as a flag: keep what was learned, skip the final evaluation
             log.warning(
                 "interrupted at env step %d: saving checkpoints/latest (resume=true continues)", self.step
             )
-            self.save()
+            self.save(state())
             raise KeyboardInterrupt
         history = self.history
         if self.eval_fn is not None and (not history or history[-1]["env_steps"] != self.step):
             self.evaluate()
-        self.save()
+        self.save(state())
         return self.metrics()
+
+    def train_figures(self) -> tuple[float, float]:
+        """(success rate, mean return) of the last ``RECENT`` training episodes (the loop's own reward)."""
+        return float(np.mean([s for s, _ in self.recent])), float(np.mean([x for _, x in self.recent]))
 
     def metrics(self) -> dict[str, Any]:
         history, counters = self.history, self.counters
+        train = self.train_figures() if self.recent else (None, None)
         return {
             "env_steps": counters["env_steps"],
             "updates": counters["updates"],
             "train_episodes": counters["episodes"],
+            "train_success_rate": train[0],  # the last RECENT training episodes, exploring
+            "train_return": train[1],
             "eval_episodes": self.cfg.eval_episodes,
             "wall_time_s": self.run.seconds(),
             "history": history,
@@ -502,10 +520,13 @@ def run_online(
     # (the env's space is read after the device check)
     o = OnlineRun(learner, getattr(env, "single_observation_space", None), cfg, out_dir, **options)
     run, counters, keys, device, gen = o.run, o.counters, o.keys, o.device, o.gen
-    # Resumed runs restart their episodes from a fresh seed: env simulator state is not checkpointed.
-    obs = env.reset(seed=cfg.seed + 7919 * counters["transitions"])
     num_envs = env.num_envs
-    ep_return = np.zeros(num_envs)
+    obs, ep_return = resume_episodes(env, o.in_flight, cfg.seed + 7919 * counters["transitions"])
+    recordable = hasattr(env, "episode_states")
+
+    def in_flight() -> dict[str, Any] | None:
+        return {"envs": env.episode_states(), "ep_return": ep_return.copy()} if recordable else None
+
     run.start(o.step)  # a resumed run drops its stale events; Ctrl-C becomes a flag
     with run:
         if not o.history and o.eval_fn is not None:
@@ -551,8 +572,25 @@ def run_online(
             if o.eval_fn is not None and run.due(counters["env_steps"], cfg.eval_every, before):
                 o.evaluate()
             if run.due(counters["env_steps"], cfg.checkpoint_every, before):
-                o.save()
-        return o.finish()
+                o.save(in_flight())
+        return o.finish(in_flight)
+
+
+def resume_episodes(
+    env: Any, in_flight: dict[str, Any] | None, seed: int
+) -> tuple[dict[str, Any], np.ndarray]:
+    """(observations, per-env returns so far) to start the loop from: the checkpoint's episodes in flight,
+    replayed by an env that can (``restore_episodes``), so a resumed run retraces the uninterrupted one step
+    for step; otherwise every env starts a new episode from ``seed``."""
+    if in_flight is not None and hasattr(env, "restore_episodes"):
+        obs = env.restore_episodes(in_flight["envs"])
+        if obs is not None:
+            return obs, np.asarray(in_flight["ep_return"], dtype=np.float64).copy()
+        log.warning(
+            "the checkpoint's episodes in flight do not replay on this env (another simulator build, task or "
+            "num_envs): they start afresh, so this resume does not retrace the interrupted run step for step"
+        )
+    return env.reset(seed=seed), np.zeros(env.num_envs)
 
 
 def load_run(path: str, which: str, kind: str, keys: tuple[str, ...]) -> tuple[Any, Any]:

@@ -14,6 +14,8 @@ T_AVG = "tests/policies/steering/test_dsrl.py::test_averaged_actor_is_a_polyak_a
 T_DECAY = "tests/policies/steering/test_dsrl.py::test_actor_lr_decay_sets_the_actors_rate_from_the_share_of_the_budget_done"
 T_NORM = "tests/policies/steering/test_dsrl.py::test_actor_and_critics_read_observations_in_the_bases_normalised_range"
 T_NORM_OLD = "tests/policies/steering/test_dsrl.py::test_a_checkpoint_saved_before_normalize_obs_acts_on_raw_observations"
+T_RESUME = "tests/policies/steering/test_loop_resume.py"
+T_EPISODE = "tests/sim/test_sim_episode_state.py"
 SERVED = "policies/steering/served.py"
 T_SERVED = "tests/scripts/test_steer.py::test_dsrl_steers_a_served_base"
 
@@ -522,5 +524,48 @@ FAULTS = [
         "                for running in ep_max.values():\n                    running[i] = -np.inf\n",
         "",
         "tests/sim/test_sim_evaluate.py",
+    ),
+    # ----------------------------------------------------------- exact resume of the episodes in flight
+    _f(
+        "resume: the checkpoint's episodes in flight are ignored (every env restarts from a fresh seed)",
+        LOOP,
+        '    if in_flight is not None and hasattr(env, "restore_episodes"):',
+        "    if False:",
+        T_RESUME,
+    ),
+    _f(
+        "resume: the episodes' returns so far restart at 0",
+        LOOP,
+        'return obs, np.asarray(in_flight["ep_return"], dtype=np.float64).copy()',
+        "return obs, np.zeros(env.num_envs)",
+        T_RESUME,
+    ),
+    _f(
+        "resume: a replayed episode's auto-resets draw from the reset's seed stream, not the recorded one",
+        "sim/episode_state.py",
+        '        base.set_seed_stream_state(state["seed_stream"])\n',
+        "",
+        T_EPISODE,
+    ),
+    _f(
+        "resume: an env records the action before the one it steps with (a stale buffer)",
+        "sim/episode_state.py",
+        "self._actions.append(np.array(action, dtype=np.float32, copy=True))",
+        "self._actions.append(np.array(self._actions[-1] if self._actions else action, dtype=np.float32))",
+        T_EPISODE,
+    ),
+    _f(
+        "resume: a replay that diverges is accepted",
+        "sim/episode_state.py",
+        'return obs, observation_digest(obs) == state["obs_digest"]',
+        "return obs, True",
+        T_EPISODE,
+    ),
+    _f(
+        "resume: EXPO's BC episodes in flight are dropped",
+        "policies/steering/expo.py",
+        '            for i, ep in state.get("bc_in_flight", {}).items()',
+        "            for i, ep in {}.items()",
+        T_RESUME,
     ),
 ]
