@@ -184,6 +184,17 @@ class EmbeddedObsEnv:
         info = {**info, "final_obs": final}
         return embedded, reward, terminated, truncated, info
 
+    def episode_states(self) -> list[dict[str, Any]] | None:
+        """The wrapped env's episodes in flight (None: it cannot record them), for an exact resume."""
+        record = getattr(self.env, "episode_states", None)
+        return None if record is None else record()
+
+    def restore_episodes(self, states: Any) -> dict[str, np.ndarray] | None:
+        """The wrapped env replays them; their embedded observations (None: they do not replay)."""
+        restore = getattr(self.env, "restore_episodes", None)
+        obs = None if restore is None else restore(states)
+        return None if obs is None else self._embed(obs)
+
     def close(self) -> None:
         self.env.close()
 

@@ -525,7 +525,8 @@ def run_online(
     recordable = hasattr(env, "episode_states")
 
     def in_flight() -> dict[str, Any] | None:
-        return {"envs": env.episode_states(), "ep_return": ep_return.copy()} if recordable else None
+        states = env.episode_states() if recordable else None
+        return None if states is None else {"envs": states, "ep_return": ep_return.copy()}
 
     run.start(o.step)  # a resumed run drops its stale events; Ctrl-C becomes a flag
     with run:

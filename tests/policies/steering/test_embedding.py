@@ -183,6 +183,27 @@ def test_embedded_env_embeds_returned_and_final_windows() -> None:
     np.testing.assert_array_equal(info["final_obs"]["state"][[0, 2]], obs["state"][[0, 2]])
 
 
+def test_an_embedded_env_restores_the_episodes_in_flight_as_embeddings() -> None:
+    """A pixel run's exact resume: the camera env replays its episodes and the embedding sees the same windows."""
+    from robosteer import sim
+
+    emb = BaseEmbedding(pixel_base())
+    kw = dict(num_envs=2, obs="pixels", cameras=("corner",), image_size=SIZE, action_chunk=4, obs_history=2)
+    chunks = np.random.default_rng(0).uniform(-1, 1, (3, 2, 4, ACTION)).astype(np.float32)
+    with EmbeddedObsEnv(sim.make_env("reach-v3", seed=1, max_episode_steps=20, **kw), emb) as env:
+        env.reset(seed=1)
+        for chunk in chunks:
+            want, *_ = env.step(chunk)
+        states = env.episode_states()
+    assert states is not None and [len(s["actions"]) for s in states] == [3, 3]
+    with EmbeddedObsEnv(sim.make_env("reach-v3", seed=7, max_episode_steps=20, **kw), emb) as env:
+        got = env.restore_episodes(states)
+    assert got is not None and set(got) == set(want)
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key])
+    assert EmbeddedObsEnv(_WindowEnv(), emb).episode_states() is None  # an env that cannot record them
+
+
 def test_a_dsrl_actor_over_the_embedding_acts_from_raw_windows() -> None:
     """The steered policy embeds the raw window, picks a latent from the embedding, decodes from it."""
     base = pixel_base()
