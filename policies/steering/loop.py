@@ -465,20 +465,19 @@ class OnlineRun:
                 postfix = {"success": f"{rate:.0%}", "q": f"{self.info.get('q', 0):.2f}"}
         return postfix
 
-    def finish(self, in_flight: Any = None) -> dict[str, Any]:
+    def finish(self, in_flight: Callable[[], dict[str, Any] | None] = lambda: None) -> dict[str, Any]:
         """After the loop: keep what was learned on Ctrl-C (and re-raise it), else the final evaluation and
-        save; the run's metrics. ``in_flight() -> dict | None``: the episodes in flight, for the save."""
-        state = (lambda: None) if in_flight is None else in_flight
+        save; the run's metrics. ``in_flight()``: the episodes in flight, for the save."""
         if self.run.interrupted:  # Ctrl-C, as a flag: keep what was learned, skip the final evaluation
             log.warning(
                 "interrupted at env step %d: saving checkpoints/latest (resume=true continues)", self.step
             )
-            self.save(state())
+            self.save(in_flight())
             raise KeyboardInterrupt
         history = self.history
         if self.eval_fn is not None and (not history or history[-1]["env_steps"] != self.step):
             self.evaluate()
-        self.save(state())
+        self.save(in_flight())
         return self.metrics()
 
     def train_figures(self) -> tuple[float, float]:
@@ -522,10 +521,10 @@ def run_online(
     run, counters, keys, device, gen = o.run, o.counters, o.keys, o.device, o.gen
     num_envs = env.num_envs
     obs, ep_return = resume_episodes(env, o.in_flight, cfg.seed + 7919 * counters["transitions"])
-    recordable = hasattr(env, "episode_states")
+    record = getattr(env, "episode_states", None)  # an env that can record its episodes in flight
 
     def in_flight() -> dict[str, Any] | None:
-        states = env.episode_states() if recordable else None
+        states = record() if record is not None else None
         return None if states is None else {"envs": states, "ep_return": ep_return.copy()}
 
     run.start(o.step)  # a resumed run drops its stale events; Ctrl-C becomes a flag
