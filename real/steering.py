@@ -422,11 +422,10 @@ def run_robot(
             metrics = o.finish()
     finally:
         learning.close()
-    recent = [success for success, _ in o.recent[-50:]]  # the last 50 (a resumed run: with its checkpoint's)
     return {
         **metrics,
         "robot_episodes": int(counters["episodes"]),
-        "robot_success_rate_last50": float(np.mean(recent)) if recent else None,
+        "robot_success_rate_last50": metrics["train_success_rate"],  # the loop's last RECENT = 50 episodes
         "robot_held_steps": int(counters["held_steps"]),  # of env_steps (every recorded robot step)
         **({"robot_judged_agree": int(counters["judged_agree"])} if "judged_agree" in counters else {}),
         **_figures(figures, learning, counters),

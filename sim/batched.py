@@ -239,8 +239,7 @@ class BatchedEnv:
         results = self._venv.call("restore_episode", {i: dict(s) for i, s in enumerate(states)})
         if not all(same for _, same in results):
             return None
-        obs = [o for o, _ in results]
-        self.episode_seeds = np.asarray([int(s["seed"]) for s in states], dtype=np.int64)
+        obs = [o for o, _ in results]  # (the reset above set episode_seeds to the states' seeds)
         return {k: np.stack([o[k] for o in obs]) for k in obs[0]}
 
     def render(self, camera: str = "corner2", size: int = 256, env_index: int = 0) -> np.ndarray:

@@ -52,7 +52,6 @@ class EpisodeStateWrapper(gym.Wrapper):
         shape = self.env.action_space.shape
         actions = np.stack(self._actions) if self._actions else np.zeros((0, *shape), dtype=np.float32)
         return {
-            "env_index": int(base.env_index),
             "seed": int(base.current_episode_seed),
             "seed_stream": base.seed_stream_state(),
             "actions": actions,
