@@ -252,7 +252,17 @@ def _row(
         "history": m["history"],
         **({"unseen_history": kept} if kept else {}),
         "overrides": args.overrides,
+        **_observations(run),
     }
+
+
+def _observations(run: Path) -> dict:
+    """What the run's actor and critics read, from its resolved config: the default changed (raw until
+    1a03da3, the base's normalised observations since), so a row must say it, not leave it to its commit."""
+    from omegaconf import OmegaConf
+
+    dsrl = OmegaConf.load(run / "config.yaml").get("dsrl") or {}
+    return {"normalize_obs": bool(dsrl["normalize_obs"])} if "normalize_obs" in dsrl else {}
 
 
 def plot(results: list[dict], path: Path) -> None:

@@ -537,12 +537,28 @@ def dsrl_failures(rows: list[Row]) -> str:
     return table(columns, body)
 
 
+def dsrl_observations(r: Row) -> str:
+    """ "normalised" or "raw": the observations a DSRL row's actor and critics read. Rows say it since
+    1a03da3 made the base's normalised observations the default; an older row read raw ones unless its
+    overrides turned normalisation on."""
+    if "normalize_obs" in r:
+        return "normalised" if r["normalize_obs"] else "raw"
+    return "normalised" if "dsrl.normalize_obs=true" in (r.get("overrides") or []) else "raw"
+
+
 def dsrl_clean(rows: list[Row]) -> str:
     """DSRL-NA on bases from a few clean demos, trained with action noise: steerability, base and final actors."""
 
     def key(r: Row) -> tuple:  # a run extended to a larger budget keeps its shorter row beside the longer
         b = r["base"]
-        return (r["task"], b.get("augment", 0), b["steps"], r["seed"], round(r["env_steps"], -4))
+        return (
+            r["task"],
+            b.get("augment", 0),
+            b["steps"],
+            dsrl_observations(r),
+            r["seed"],
+            round(r["env_steps"], -4),
+        )
 
     runs = sorted(last_per(rows, key).values(), key=key)
     if not runs:
@@ -558,6 +574,7 @@ def dsrl_clean(rows: list[Row]) -> str:
                 r["task"],
                 r["seed"],
                 recipe,
+                dsrl_observations(r),
                 f"{check['ratio']:.2f} ({check['verdict']})" if check else "—",
                 f"{r['base_success']:.2f}",
                 f"{r['best_periodic']:.2f}",
@@ -570,7 +587,14 @@ def dsrl_clean(rows: list[Row]) -> str:
                 f"{r['wall_s'] / 60:.1f}",
             ]
         )
-    columns = ["task", "seed", "base", "steerability ratio", "base, stock sampler (100 ep.)"]
+    columns = [
+        "task",
+        "seed",
+        "base",
+        "actor and critics read",
+        "steerability ratio",
+        "base, stock sampler (100 ep.)",
+    ]
     columns += ["best periodic eval (50 ep.)", "final averaged actor, 100 unseen ep.", "lift"]
     columns += ["final trained actor, same ep.", "acting actor at kept checkpoints, same ep.", "`best` actor"]
     columns += ["env steps", "wall min"]

@@ -75,3 +75,12 @@ def test_unseen_history_evaluates_every_kept_checkpoint_once_in_step_order(
         "which=latest" in c and "episodes=100" in c and f"seed={dsrl_steering.EVAL_SEED}" in c for c in calls
     )
     assert dsrl_steering.unseen_history(tmp_path / "no_history", "pick-place-v3", 100) == []
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_a_row_says_which_observations_its_actor_and_critics_read(tmp_path: Path, value: bool) -> None:
+    """The default changed (raw until 1a03da3, normalised since): the row carries the run's resolved value."""
+    (tmp_path / "config.yaml").write_text(f"dsrl:\n  normalize_obs: {str(value).lower()}\n  tau: 0.01\n")
+    assert dsrl_steering._observations(tmp_path) == {"normalize_obs": value}
+    (tmp_path / "config.yaml").write_text("sac:\n  tau: 0.01\n")  # a run whose config has no such field
+    assert dsrl_steering._observations(tmp_path) == {}

@@ -328,22 +328,35 @@ def test_dsrl_failures_lists_each_kept_actors_failures_by_grasp(
 def test_dsrl_clean_keeps_bases_trained_for_different_steps_apart(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Two recipes that differ only in the base's training steps are two lines; a re-run of one recipe,
-    seed and budget replaces its line."""
+    """Two recipes that differ only in the base's training steps are two lines, and so are runs that differ
+    only in the observations their actor and critics read (the row's field, or before it its override);
+    a re-run of one recipe, seed and budget replaces its line."""
     rows = tmp_path / "clean.jsonl"
 
-    def clean(steps: int, success: float) -> dict:
+    def clean(steps: int, success: float, **extra: object) -> dict:
         base = {"noise": 0.0, "demos": 10, "steps": steps, "augment": 0.3}
-        return dsrl_row(
+        row = dsrl_row(
             "pick-place-v3", 1, base=base, base_success=0.02, success_rate=success, env_steps=30016
         )
+        return {**row, **extra}
 
     kept = [{"env_steps": 10031, "success_rate": 0.22}, {"env_steps": 30016, "success_rate": 0.31}]
     lines = [clean(3000, 0.27), clean(8000, 0.25), {**clean(8000, 0.31), "unseen_history": kept}]
+    lines += [clean(8000, 0.40, overrides=["dsrl.normalize_obs=true"]), clean(8000, 0.44, normalize_obs=True)]
     rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
     md = fence(tmp_path / "x.md", "dsrl_clean", str(rows))
     assert run(capsys, "--write", str(md))[0] == 0
-    got = [line.split(" | ")[2:10] for line in table_lines(md)[1:]]
-    first = ["10 clean demos, 3k steps, action_noise_std=0.3", "—", "0.02", "0.98", "**0.27**", "+0.25"]
-    second = ["10 clean demos, 8k steps, action_noise_std=0.3", "—", "0.02", "0.98", "**0.31**", "+0.29"]
-    assert got == [[*first, "—", "—"], [*second, "—", "0.22 (10k), 0.31 (30k)"]]
+    got = [line.split(" | ")[2:11] for line in table_lines(md)[1:]]
+    recipe = "10 clean demos, 8k steps, action_noise_std=0.3"
+    first = [
+        "10 clean demos, 3k steps, action_noise_std=0.3",
+        "raw",
+        "—",
+        "0.02",
+        "0.98",
+        "**0.27**",
+        "+0.25",
+    ]
+    normalised = [recipe, "normalised", "—", "0.02", "0.98", "**0.44**", "+0.42"]
+    second = [recipe, "raw", "—", "0.02", "0.98", "**0.31**", "+0.29"]
+    assert got == [[*first, "—", "—"], [*normalised, "—", "—"], [*second, "—", "0.22 (10k), 0.31 (30k)"]]
