@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -175,34 +176,47 @@ def weak_base(
     return base, data / "demos.hdf5", _evaluate(base, task, episodes, Path(f"{base}_eval"))
 
 
+class NoisePlanner:
+    """The frozen base's chunks from i.i.d. N(0, I) latents, or from one Da-vector repeated over its horizon
+    (``shared``, what ``dsrl.latent=shared`` plays): a planner that :class:`ChunkPolicy` acts through."""
+
+    def __init__(self, base: Any, shared: bool) -> None:
+        self.base, self.shared = base, shared
+
+    def plan(self, obs: dict, rows: object) -> Any:
+        import torch
+
+        tp, da = self.base.noise_shape
+        b = next(iter(obs.values())).shape[0]
+        w = torch.randn(b, 1, da).expand(b, tp, da) if self.shared else torch.randn(b, tp, da)  # (B, Tp, Da)
+        return self.base.sample(obs, noise=w.contiguous())
+
+    def reset_rows(self, rows: object) -> None:
+        """No planning state beyond the action queue."""
+
+    def eval(self) -> NoisePlanner:
+        return self
+
+
 def shared_noise_check(base: Path, task: str, episodes: int) -> dict[str, float]:
     """The base's success with i.i.d. noise vs one Da-vector repeated over the horizon (``dsrl.latent=shared``).
 
     The reference notes' faithfulness test 8: some bases degrade with repeated noise (dsrl_pi0 #9/#15).
     """
-    import copy
-
     import torch
 
     from robosteer import sim
     from robosteer.policies import load_policy
+    from robosteer.policies.acting import ChunkPolicy
 
     torch.set_num_threads(1)
     policy = load_policy(base, which="ema")
-    tp, da = policy.noise_shape
     out = {}
     for mode in ("iid", "shared"):
-        pol = copy.deepcopy(policy)
-
-        def plan(obs: dict, rows: object, pol: object = pol, mode: str = mode) -> torch.Tensor:
-            b = next(iter(obs.values())).shape[0]
-            w = torch.randn(b, 1, da).expand(b, tp, da) if mode == "shared" else torch.randn(b, tp, da)
-            return pol.sample(obs, noise=w.contiguous())
-
-        pol._plan = plan
+        acting = ChunkPolicy(NoisePlanner(policy, shared=mode == "shared"), policy).eval()
         torch.manual_seed(0)
         with torch.no_grad(), sim.make_env(task, num_envs=4, seed=EVAL_SEED, obs="state") as env:
-            out[mode] = sim.evaluate(env, pol, episodes=episodes, seed=EVAL_SEED, progress=False)[
+            out[mode] = sim.evaluate(env, acting, episodes=episodes, seed=EVAL_SEED, progress=False)[
                 "success_rate"
             ]
     return out
@@ -372,6 +386,12 @@ def main() -> None:
                 f"| {task} | i.i.d. noise {check['iid']:.2f} | repeated noise {check['shared']:.2f} |",
                 flush=True,
             )
+            if args.rows:
+                row = {"task": task, "part": "noise_check", "base": str(base), "episodes": args.episodes}
+                row.update({"iid_success": check["iid"], "shared_success": check["shared"]})
+                row.update(provenance(["python", "benchmarks/dsrl_steering.py", *sys.argv[1:]], ROOT))
+                with Path(args.rows).open("a") as f:
+                    f.write(json.dumps(row) + "\n")
             continue
         print(
             f"{task}: weak base {base.name}: {base_success:.2f} success on {args.episodes} episodes",

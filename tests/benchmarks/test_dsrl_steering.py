@@ -84,3 +84,33 @@ def test_a_row_says_which_observations_its_actor_and_critics_read(tmp_path: Path
     assert dsrl_steering._observations(tmp_path) == {"normalize_obs": value}
     (tmp_path / "config.yaml").write_text("sac:\n  tau: 0.01\n")  # a run whose config has no such field
     assert dsrl_steering._observations(tmp_path) == {}
+
+
+def test_the_noise_check_plays_repeated_noise_through_the_action_queue() -> None:
+    """--noise-check compares i.i.d. latents with one Da-vector repeated over the horizon: the chunks the
+    acting policy plays must come from the planner's noise (an earlier version set an attribute nothing read,
+    so both modes played i.i.d. noise)."""
+    import torch
+
+    from robosteer.policies.acting import ChunkPolicy
+
+    class Echo:  # a base whose chunk is its noise: (B, Tp, Da) = (B, 4, 2)
+        noise_shape = (4, 2)
+        config = type("C", (), {"n_obs_steps": 1, "n_action_steps": 4})()
+        device, shape_meta = torch.device("cpu"), {}
+
+        def sample(self, obs: dict, noise: torch.Tensor) -> torch.Tensor:
+            return noise
+
+        def eval(self) -> None:
+            pass
+
+    obs = {"state": torch.zeros(3, 1, 5)}  # (B, To, D)
+    for shared in (True, False):
+        torch.manual_seed(0)
+        chunk = dsrl_steering.NoisePlanner(Echo(), shared=shared).plan(obs, None)  # (3, 4, 2)
+        assert chunk.shape == (3, 4, 2) and bool((chunk == chunk[:, :1]).all()) is shared
+        acting = ChunkPolicy(dsrl_steering.NoisePlanner(Echo(), shared=shared), Echo())
+        torch.manual_seed(0)
+        played = torch.stack([torch.as_tensor(acting.act({"state": torch.zeros(3, 5)})) for _ in range(4)], 1)
+        assert torch.equal(played, chunk)  # the queue plays the planner's chunk, row by row
