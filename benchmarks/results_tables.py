@@ -553,6 +553,7 @@ def dsrl_clean(rows: list[Row]) -> str:
         b = r["base"]
         return (
             r["task"],
+            b["demos"],
             b.get("augment", 0),
             b["steps"],
             dsrl_observations(r),

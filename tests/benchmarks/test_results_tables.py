@@ -328,8 +328,8 @@ def test_dsrl_failures_lists_each_kept_actors_failures_by_grasp(
 def test_dsrl_clean_keeps_bases_trained_for_different_steps_apart(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Two recipes that differ only in the base's training steps are two lines, and so are runs that differ
-    only in the observations their actor and critics read (the row's field, or before it its override);
+    """Two recipes that differ only in the base's training steps (or demos) are two lines, and so are runs
+    that differ only in the observations their actor and critics read (the row's field, or before it its override);
     a re-run of one recipe, seed and budget replaces its line."""
     rows = tmp_path / "clean.jsonl"
 
@@ -343,6 +343,8 @@ def test_dsrl_clean_keeps_bases_trained_for_different_steps_apart(
     kept = [{"env_steps": 10031, "success_rate": 0.22}, {"env_steps": 30016, "success_rate": 0.31}]
     lines = [clean(3000, 0.27), clean(8000, 0.25), {**clean(8000, 0.31), "unseen_history": kept}]
     lines += [clean(8000, 0.40, overrides=["dsrl.normalize_obs=true"]), clean(8000, 0.44, normalize_obs=True)]
+    more = clean(8000, 0.50, normalize_obs=True)
+    lines += [{**more, "base": {**more["base"], "demos": 25}}]  # more demos: a line of its own
     rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
     md = fence(tmp_path / "x.md", "dsrl_clean", str(rows))
     assert run(capsys, "--write", str(md))[0] == 0
@@ -359,4 +361,14 @@ def test_dsrl_clean_keeps_bases_trained_for_different_steps_apart(
     ]
     normalised = [recipe, "normalised", "—", "0.02", "0.98", "**0.44**", "+0.42"]
     second = [recipe, "raw", "—", "0.02", "0.98", "**0.31**", "+0.29"]
-    assert got == [[*first, "—", "—"], [*normalised, "—", "—"], [*second, "—", "0.22 (10k), 0.31 (30k)"]]
+    more = [
+        "25 clean demos, 8k steps, action_noise_std=0.3",
+        "normalised",
+        "—",
+        "0.02",
+        "0.98",
+        "**0.50**",
+        "+0.48",
+    ]
+    lines_10 = [[*first, "—", "—"], [*normalised, "—", "—"], [*second, "—", "0.22 (10k), 0.31 (30k)"]]
+    assert got == [*lines_10, [*more, "—", "—"]]
