@@ -26,13 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from results_tables import append_row
 
 from robosteer.scripts.common import log_beside, provenance, read_results, run_module
 
@@ -388,10 +388,7 @@ def main() -> None:
             )
             if args.rows:
                 row = {"task": task, "part": "noise_check", "base": str(base), "episodes": args.episodes}
-                row.update({"iid_success": check["iid"], "shared_success": check["shared"]})
-                row.update(provenance(["python", "benchmarks/dsrl_steering.py", *sys.argv[1:]], ROOT))
-                with Path(args.rows).open("a") as f:
-                    f.write(json.dumps(row) + "\n")
+                append_row(args.rows, {**row, "iid_success": check["iid"], "shared_success": check["shared"]})
             continue
         print(
             f"{task}: weak base {base.name}: {base_success:.2f} success on {args.episodes} episodes",
