@@ -49,6 +49,11 @@ from robosteer.policies.steering.loop import (
 VARIANTS = ("na", "sac")
 LATENTS = ("full", "shared")
 LR_DECAYS = ("none", "cosine")
+AUX_STD_FLOOR = (
+    0.01  # encoder_aux: standardise by at least this spread (1 cm of a Meta-World position), so an
+)
+#   entry that barely moves (a padded slot, a resting quaternion) is not blown up to unit-variance noise
+AUX_MOMENTUM = 0.01  # encoder_aux: the running statistics' rate per actor step (the first batch sets them)
 
 
 class NoiseDecoder(Protocol):
@@ -115,6 +120,12 @@ class DSRLConfig:
     # DPPO env wrapper hands SB3 observations normalised with the base's normalization.npz. Raw Meta-World
     # states move the object by a few hundredths between episodes, which a 78-d input barely resolves.
     normalize_obs: bool = True  # reference
+    # > 0 (ours; simulation only, ``actor_obs=encoder`` with ``critic_obs=state``): weight of an auxiliary loss on
+    # the actor's own encoder, a linear head regressing the privileged state window the critics read (each
+    # entry standardised by running statistics, its spread floored at ``AUX_STD_FLOOR``). The actor's loss alone
+    # trains that encoder slowly: push-v3's σ 0.3 pixel base drops the goal's y, and an actor steering through it
+    # aims at one y. Acting and deployment still read only the policy's inputs; the head is never used to act.
+    encoder_aux: float = 0.0  # ours: 0, off (no reference trains an actor's encoder on privileged labels)
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -145,6 +156,8 @@ class DSRLConfig:
             )
         if not 0.0 <= self.actor_tau <= 1.0:
             raise ValueError(f"DSRL actor_tau={self.actor_tau} must be in [0, 1] (0: no averaged actor)")
+        if self.encoder_aux < 0:
+            raise ValueError(f"DSRL encoder_aux={self.encoder_aux} must be >= 0 (0: no auxiliary loss)")
 
 
 class DSRL(OnlineLearner):
@@ -182,6 +195,11 @@ class DSRL(OnlineLearner):
             )
         if actor_encoder is not None and critic_keys is None:
             raise ValueError("DSRL: an actor with its own encoder needs the critics' inputs (critic_keys)")
+        if cfg.encoder_aux > 0 and (actor_encoder is None or critic_keys is None):
+            raise ValueError(
+                f"DSRL encoder_aux={cfg.encoder_aux} trains the actor's own encoder on the privileged state the "
+                "critics read: it needs actor_obs=encoder and critic_obs=state (or set dsrl.encoder_aux=0)"
+            )
         # the base's normaliser, used read-only by ``features`` (not a sub-module: it is the base's own state)
         norm = getattr(self.frozen_base, "normalizer", None) if cfg.normalize_obs else None
         object.__setattr__(self, "obs_normalizer", norm)
@@ -230,7 +248,14 @@ class DSRL(OnlineLearner):
         self.offline_bank: ReplayBuffer | None = None
         self.offline_share = 0.0
         self._played: tuple[torch.Tensor, torch.Tensor] | None = None  # (latent, chunk) of the last action
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
+        # encoder_aux: the head that reads the privileged state out of the actor's encoder (trained with the actor)
+        self.aux_head = nn.Linear(obs_dim, self.critic_obs_dim) if cfg.encoder_aux > 0 else None
+        if self.aux_head is not None:  # the state's running mean and variance (standardised targets)
+            self.register_buffer("aux_mean", torch.zeros(self.critic_obs_dim))
+            self.register_buffer("aux_var", torch.ones(self.critic_obs_dim))
+            self.register_buffer("aux_count", torch.zeros(()))
+        aux_params = list(self.aux_head.parameters()) if self.aux_head is not None else []
+        self.actor_opt = torch.optim.Adam([*self.actor.parameters(), *aux_params], lr=cfg.actor_lr)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.temperature_opt = torch.optim.Adam(self.temperature.parameters(), lr=cfg.temperature_lr)
         # The training device: networks (in place, so the optimizers keep their parameters) and the shared base.
@@ -349,8 +374,14 @@ class DSRL(OnlineLearner):
         critic_loss = 0.5 * ((q - target.unsqueeze(0)) ** 2).mean(dim=1).sum()
         optimizer_step(self.critic_opt, critic_loss)
 
-        actor_loss, logp = self.actor_loss(s, alpha, generator, critic_s=c)
-        optimizer_step(self.actor_opt, actor_loss)
+        # encoder_aux: the own encoder's output (B, G), computed once for the actor's loss and the auxiliary one
+        z = self.actor.encoder(s) if self.aux_head is not None else None
+        actor_loss, logp = self.actor_loss(s, alpha, generator, critic_s=c, encoded=z)
+        aux_loss = self.encoder_aux_loss(z, c) if z is not None else None
+        total = actor_loss
+        if aux_loss is not None:
+            total = actor_loss + cfg.encoder_aux * aux_loss  # the encoder learns the state as well
+        optimizer_step(self.actor_opt, total)
         if self.actor_avg is not None:
             polyak_update(self.actor_avg, self.actor, cfg.actor_tau)  # (an own encoder's weights too)
         self.critic_opt.zero_grad(set_to_none=True)  # the actor step leaves grads on the critics: drop them
@@ -363,7 +394,9 @@ class DSRL(OnlineLearner):
         with torch.no_grad():  # the evaluated (deterministic) latent: saturation shows as |w| → bound
             rows = {k: v[:32] for k, v in s.items()} if isinstance(s, dict) else s  # own encoder: 32 suffice
             mode, _ = self.actor(rows, deterministic=True)
+        aux = {} if aux_loss is None else {"encoder_aux_loss": aux_loss.item()}
         return {
+            **aux,
             "latent_abs": mode.abs().mean().item(),
             "critic_loss": critic_loss.item(),
             "actor_loss": actor_loss.item(),
@@ -379,15 +412,37 @@ class DSRL(OnlineLearner):
         alpha: torch.Tensor,
         generator: torch.Generator | None = None,
         critic_s: torch.Tensor | None = None,
+        encoded: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(α·log π(w̃|s) − Q(s, w̃)).mean() — against Q^W for NA, never Q^A; also returns log π. Heads are
         combined as in the backup (``backup``), as the reference's ``critic_backup_combine_type``.
-        ``critic_s``: the same states as the critics see them (asymmetric; default ``s``)."""
-        w, logp = self.actor(s, generator=generator)
+        ``critic_s``: the same states as the critics see them (asymmetric; default ``s``). ``encoded``: the
+        actor's own encoder's output for ``s`` (B, G), when the caller has it already (``encoder_aux``)."""
+        if encoded is not None:
+            w, logp = self.actor.head(encoded, generator=generator)
+        else:
+            w, logp = self.actor(s, generator=generator)
         actor_critic = self.noise_critic if self.config.variant == "na" else self.critic
         c = s if critic_s is None else critic_s
         q_pi = actor_critic.reduce(actor_critic(c, w), self.config.backup)
         return (alpha * logp - q_pi).mean(), logp
+
+    def encoder_aux_loss(self, z: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """``encoder_aux``: 0.5·mean((head(z) − (state − μ) / max(σ, AUX_STD_FLOOR))²) over the batch and the
+        entries, for the actor's encoder output z (B, G) and the privileged state window the critics read
+        (B, critic_obs_dim). μ, σ² are running statistics of that state (the first batch sets them, then an
+        exponential average at ``AUX_MOMENTUM``), updated here before the targets are made."""
+        with torch.no_grad():
+            mean, var = state.mean(dim=0), state.var(dim=0, unbiased=False)
+            if self.aux_count.item() == 0:
+                self.aux_mean.copy_(mean)
+                self.aux_var.copy_(var)
+            else:
+                self.aux_mean.lerp_(mean, AUX_MOMENTUM)
+                self.aux_var.lerp_(var, AUX_MOMENTUM)
+            self.aux_count.add_(1)
+            target = (state - self.aux_mean) / self.aux_var.sqrt().clamp_min(AUX_STD_FLOOR)
+        return 0.5 * F.mse_loss(self.aux_head(z), target)
 
     def update_noise_critic(
         self, obs: dict[str, torch.Tensor] | None = None, generator: torch.Generator | None = None

@@ -239,4 +239,18 @@ FAULTS = [
             "tests/scripts/test_steer.py::test_dsrl_from_pixels_with_its_own_encoder_keeps_uint8_images_and_trains_a_copy"
         ],
     },
+    {
+        "name": "encoder_aux: the privileged state is regressed raw (no standardisation)",
+        "file": "policies/steering/dsrl.py",
+        "old": "            target = (state - self.aux_mean) / self.aux_var.sqrt().clamp_min(AUX_STD_FLOOR)\n",
+        "new": "            target = state\n",
+        "tests": ["tests/policies/steering/test_embedding.py"],
+    },
+    {
+        "name": "encoder_aux: the auxiliary loss never reaches the actor's optimizer",
+        "file": "policies/steering/dsrl.py",
+        "old": "            total = actor_loss + cfg.encoder_aux * aux_loss  # the encoder learns the state as well\n",
+        "new": "            pass\n",
+        "tests": ["tests/policies/steering/test_embedding.py"],
+    },
 ]

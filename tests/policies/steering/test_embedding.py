@@ -372,6 +372,72 @@ def test_the_actor_loss_trains_the_own_encoder_and_never_the_base() -> None:
         torch.testing.assert_close(avg, 0.5 * a1 + 0.5 * p.detach())
 
 
+def _aux_agent(base: torch.nn.Module, **config: object) -> DSRL:
+    """DSRL with its own encoder and an asymmetric critic over a privileged ``state`` window (B, 2, 3)."""
+    from robosteer.policies.steering.embedding import PixelEncoder
+
+    cfg = DSRLConfig(hidden=[16], batch_size=4, **config)
+    keys = tuple(base.shape_meta["obs"])
+    return DSRL(BaseEmbedding(base), 0, slice(1, 5), cfg, keys, critic_keys=("state",), critic_obs_dim=6,
+                actor_encoder=PixelEncoder(base))  # fmt: skip
+
+
+def _aux_batch(agent: DSRL) -> dict[str, object]:
+    g = torch.Generator().manual_seed(5)
+    obs, nxt = windows(4, seed=1), windows(4, seed=2)
+    obs["state"] = torch.randn(4, 2, 3, generator=g) * torch.tensor([0.1, 0.02, 0.001])
+    nxt["state"] = obs["state"] + 0.01
+    return {
+        "obs": agent.embed(obs),
+        "next_obs": agent.embed(nxt),
+        "action": torch.zeros(4, 4 * ACTION),
+        "reward": torch.zeros(4),
+        "done": torch.zeros(4),
+    }
+
+
+def test_encoder_aux_regresses_the_standardised_privileged_state_by_hand() -> None:
+    """encoder_aux: 0.5·mean((W z + b − (s − μ)/max(σ, 0.01))²); the first batch sets μ, σ², later ones move
+    them by 1%; an entry that barely moves (σ 0.001 here) is divided by the floor, not blown up."""
+    agent = _aux_agent(pixel_base(), encoder_aux=1.0)
+    z = torch.randn(4, agent.obs_dim, generator=torch.Generator().manual_seed(8))
+    s1 = torch.tensor([[0.1, 0.2, 0.0, 0.3, 1.0, 5.0], [0.3, 0.2, 0.004, -0.1, 1.0, 3.0],
+                       [0.2, 0.5, 0.0, 0.1, 1.0, 4.0], [0.0, 0.3, 0.002, 0.1, 1.0, 4.0]])  # fmt: skip
+    with torch.no_grad():
+        agent.aux_head.weight.copy_(torch.linspace(-1, 1, 6 * agent.obs_dim).reshape(6, -1) * 0.1)
+        agent.aux_head.bias.copy_(torch.tensor([0.5, -0.5, 0.0, 1.0, 0.0, -1.0]))
+    pred = z @ agent.aux_head.weight.T + agent.aux_head.bias
+    mean = torch.tensor([0.15, 0.3, 0.0015, 0.1, 1.0, 4.0])
+    std = torch.tensor([0.0125, 0.015, 0.00000275, 0.02, 0.0, 0.5]).sqrt()  # population variances by hand
+    want = 0.5 * ((pred - (s1 - mean) / std.clamp_min(0.01)) ** 2).mean()
+    torch.testing.assert_close(agent.encoder_aux_loss(z, s1), want)
+    torch.testing.assert_close(agent.aux_mean, mean)
+    s2 = s1 + 1.0
+    agent.encoder_aux_loss(z, s2)  # same spread, mean up by one: μ moves 1% of the way, σ² stays
+    torch.testing.assert_close(agent.aux_mean, mean + 0.01)
+    torch.testing.assert_close(agent.aux_var, std**2)
+
+
+def test_encoder_aux_alone_moves_the_own_encoder_and_needs_an_asymmetric_own_encoder() -> None:
+    """The zero-initialised actor head passes no gradient to its encoder on the first update; with encoder_aux
+    the auxiliary loss does (and is logged), while acting never reads the head. It needs actor_obs=encoder with
+    critic_obs=state, and is never negative."""
+    base = pixel_base()
+    for weight, moves in ((0.0, False), (1.0, True)):
+        agent = _aux_agent(base, encoder_aux=weight)
+        enc0 = [p.detach().clone() for p in agent.actor.encoder.parameters()]
+        stats = agent.update(_aux_batch(agent), generator=torch.Generator().manual_seed(0))
+        moved = any(
+            not torch.equal(a, p) for a, p in zip(enc0, agent.actor.encoder.parameters(), strict=True)
+        )
+        assert moved == moves and ("encoder_aux_loss" in stats) == moves
+    assert _aux_agent(base).aux_head is None  # off by default
+    with pytest.raises(ValueError, match="needs actor_obs=encoder and critic_obs=state"):
+        DSRL(BaseEmbedding(base), 0, slice(1, 5), DSRLConfig(hidden=[16], encoder_aux=1.0), (EMBED_KEY,))
+    with pytest.raises(ValueError, match=r"encoder_aux=-1\.0 must be >= 0"):
+        DSRLConfig(encoder_aux=-1.0)
+
+
 def test_an_embedded_env_keeps_the_raw_windows_for_an_own_encoder() -> None:
     """keep_raw: the env's returned and final observations hold the base's raw windows beside the embedding."""
     emb = BaseEmbedding(pixel_base())
