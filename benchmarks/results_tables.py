@@ -940,14 +940,24 @@ def pixels_train(rows: list[Row]) -> str:
     return caption + "\n\n" + table(columns, body)
 
 
+def base_dir(row: Row) -> str:
+    """A pixel train row's base, as the steering rows name it (runs/pixels/…): its ``run`` where recorded (a
+    base copied aside), else the benchmark's ``--out`` folder."""
+    if row.get("run"):
+        return Path(row["run"]).parent.name
+    found = re.search(r"--out (\S+)", row["command"])
+    return Path(found.group(1)).name if found else "–"
+
+
 def pixels_weak_bases(rows: list[Row]) -> str:
     """Pixel bases trained on degraded demos (``--collect-overrides``): the starting points of DSRL from pixels."""
     cells = last_per(
         [r for r in rows if r["part"] == "train" and r.get("collect_overrides")],
-        lambda r: (r["task"], r["policy"], tuple(r["collect_overrides"]), r["steps"], r["seed"]),
+        lambda r: (r["task"], r["policy"], tuple(r["collect_overrides"]), r["steps"], r["seed"], base_dir(r)),
     )
     body = [
         [
+            f"`{base_dir(r)}`",
             task,
             policy,
             code_list(demos),
@@ -958,7 +968,7 @@ def pixels_weak_bases(rows: list[Row]) -> str:
             f"{r['wall_time_s'] / 60:.0f}",
             num(r["success_rate"]),
         ]
-        for (task, policy, demos, steps, seed), r in cells.items()
+        for (task, policy, demos, steps, seed, _), r in cells.items()
     ]
     first = next(iter(cells.values()))
     caption = prose(
@@ -966,6 +976,7 @@ def pixels_weak_bases(rows: list[Row]) -> str:
         f"trained with obs=pixels (cosine LR over the steps shown), {first['episodes']} unseen evaluation episodes."
     )
     columns = [
+        "base (runs/pixels/…)",
         "task",
         "policy",
         "demos",
