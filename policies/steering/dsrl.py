@@ -49,10 +49,9 @@ from robosteer.policies.steering.loop import (
 VARIANTS = ("na", "sac")
 LATENTS = ("full", "shared")
 LR_DECAYS = ("none", "cosine")
-AUX_STD_FLOOR = (
-    0.01  # encoder_aux: standardise by at least this spread (1 cm of a Meta-World position), so an
-)
-#   entry that barely moves (a padded slot, a resting quaternion) is not blown up to unit-variance noise
+# encoder_aux: standardise by at least this spread (1 cm of a Meta-World position), so an entry that barely
+# moves (a padded slot, a resting quaternion) is not blown up to unit-variance noise
+AUX_STD_FLOOR = 0.01
 AUX_MOMENTUM = 0.01  # encoder_aux: the running statistics' rate per actor step (the first batch sets them)
 
 
