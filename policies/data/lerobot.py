@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from robosteer.policies.data import lerobot_stats
 from robosteer.policies.data.errors import DatasetError, hint
 from robosteer.policies.data.hdf5 import DatasetWriter, open_dataset
 
@@ -47,10 +48,8 @@ AUTO_FEATURES: dict[str, dict[str, Any]] = {
 SPECIAL = ("actions", "rewards", "dones")  # our non-obs targets; anything else is an obs key
 DEFAULT_SPECIAL = {"action": "actions", "next.reward": "rewards", "next.done": "dones"}
 CAMERA_PREFIX = "observation.images."
-STATS_QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
-MAX_STATS_FRAMES = (
-    100  # camera stats from at most this many evenly spaced frames per episode (as LeRobot samples)
-)
+# Encoder settings LeRobot 0.6 records in a video feature's info (``video.<field>`` of its VideoEncoderConfig).
+VIDEO_GOP, VIDEO_CRF, SVTAV1_PRESET = 2, 30, 12
 
 
 @dataclass
@@ -466,25 +465,69 @@ def default_export_name(target: str) -> str:
     return "observation." + key.replace("/", ".")
 
 
+def control_rate(
+    path: Path, attrs: Mapping[str, Any], env_args: Mapping[str, Any], fps: float | None = None
+) -> int:
+    """The frames per second an export is labelled with: ``fps`` if given, else the rate the file records.
+
+    Recorded as the ``data`` group's ``fps`` attr (robosteer's collection and LeRobot imports write it) or as
+    robomimic's ``env_args["env_kwargs"]["control_freq"]``. LeRobot stores an integer rate. No default: Meta-World
+    steps at 80 Hz, robosuite at 20, a real arm at its own rate, and a wrong label plays everything at the wrong
+    speed, so a file that records none is refused with the key to pass."""
+    kwargs = env_args.get("env_kwargs") or {}
+    if fps is not None:
+        value, where = fps, "fps"
+    elif attrs.get("fps") not in (None, ""):
+        value, where = attrs["fps"], f"{path}: data.attrs['fps']"
+    elif kwargs.get("control_freq") not in (None, ""):
+        value, where = kwargs["control_freq"], f"{path}: env_args['env_kwargs']['control_freq']"
+    else:
+        known = (
+            " (Meta-World steps at 80 Hz: 1 / (frame_skip 5 x timestep 0.0025 s))"
+            if (kwargs.get("suite") == "metaworld")
+            else ""
+        )
+        raise DatasetError(
+            f"{path}: records no control rate (no data.attrs['fps'], no env_args['env_kwargs']['control_freq']); "
+            f"pass fps=<frames per second the data was recorded at>{known}"
+        )
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        rate = float("nan")
+    if not (np.isfinite(rate) and rate > 0 and abs(rate - round(rate)) < 1e-6):
+        raise DatasetError(
+            f"{where} = {value!r}: expected a positive whole number of frames per second (LeRobot's fps is an int)"
+        )
+    return round(rate)
+
+
+def video_info(height: int, width: int, channels: int, fps: int, codec: str) -> dict[str, Any]:
+    """A video feature's ``info`` as LeRobot 0.6 writes it (``get_video_info`` with its encoder config): the
+    stream's properties, the encoder settings as ``video.<field>``, and ``is_depth_map`` (which replaced the
+    legacy ``video.is_depth_map`` that LeRobot now migrates with a warning)."""
+    return {
+        "video.height": height,
+        "video.width": width,
+        "video.codec": "av1" if codec == "libsvtav1" else codec,
+        "video.pix_fmt": "yuv420p",
+        "video.fps": fps,
+        "video.channels": channels,
+        "has_audio": False,
+        "video.g": VIDEO_GOP,
+        "video.crf": VIDEO_CRF,
+        "video.preset": SVTAV1_PRESET if codec == "libsvtav1" else None,
+        "video.fast_decode": 0,
+        "video.video_backend": "pyav",
+        "video.extra_options": {},
+        "is_depth_map": False,
+    }
+
+
 def pick_codec() -> str:
     """AV1 (``libsvtav1``, LeRobot's default) when this PyAV build has it, else h264."""
     av = _need("av")
     return "libsvtav1" if "libsvtav1" in av.codecs_available else "h264"
-
-
-def _stats(x: np.ndarray) -> dict[str, Any]:
-    """LeRobot's per-feature stats over axis 0 (min, max, mean, std, count, q01..q99) as lists."""
-    x = x.astype(np.float64)
-    out = {"min": x.min(0), "max": x.max(0), "mean": x.mean(0), "std": x.std(0), "count": np.array([len(x)])}
-    out |= {k: np.quantile(x, q, axis=0) for k, q in STATS_QUANTILES.items()}
-    return {k: np.asarray(v).tolist() for k, v in out.items()}
-
-
-def _image_stats(frames: np.ndarray) -> dict[str, Any]:
-    """Camera stats as LeRobot stores them: per channel, shape (3, 1, 1), pixel values scaled to [0, 1]."""
-    px = frames.reshape(-1, frames.shape[-1]).astype(np.float64) / 255.0  # (N*H*W, 3)
-    s = _stats(px)
-    return {k: (v if k == "count" else [[[c]] for c in v]) for k, v in s.items()} | {"count": [len(frames)]}
 
 
 class _VideoWriter:
@@ -494,7 +537,8 @@ class _VideoWriter:
         av = _need("av")
         path.parent.mkdir(parents=True, exist_ok=True)
         self.container = av.open(str(path), "w")
-        options = {"g": "2", "crf": "30"} | ({"preset": "12"} if codec == "libsvtav1" else {})
+        options = {"g": str(VIDEO_GOP), "crf": str(VIDEO_CRF)}
+        options |= {"preset": str(SVTAV1_PRESET)} if codec == "libsvtav1" else {}
         self.stream = self.container.add_stream(codec, rate=fps, options=options)
         self.stream.width, self.stream.height, self.stream.pix_fmt = width, height, "yuv420p"
         self.fps, self.count = fps, 0
@@ -592,8 +636,11 @@ def export_lerobot(
     Image obs become ``dtype: video`` features (mp4, ``codec`` default :func:`pick_codec`), vectors become
     parquet columns; rewards/dones become ``next.reward``/``next.done`` unless they were filled in on import.
     Each episode's task is its ``task`` attr (files from :func:`import_lerobot`) or ``env_args["env_name"]``.
-    ``fps``: default the file's ``fps`` attr, else 20. ``meta/robosteer.json`` keeps our env_args, so a
-    re-import restores them. Written to ``<out>.partial`` and renamed, so a failed export leaves nothing behind.
+    ``fps``: the data's control rate, see :func:`control_rate` (a file that records none is refused unless it
+    is given: a guessed rate makes LeRobot play videos and timestamps at the wrong speed). ``meta/episodes``
+    carries LeRobot's per-episode ``stats/<feature>/<stat>`` columns for every feature (see ``lerobot_stats``),
+    which its dataset tools aggregate after a delete / split / merge. ``meta/robosteer.json`` keeps our env_args,
+    so a re-import restores them. Written to ``<out>.partial`` and renamed, so a failed export leaves nothing.
     """
     pa = _need("pyarrow")
     pq = _need("pyarrow.parquet")
@@ -611,7 +658,7 @@ def export_lerobot(
                     f"out={out}: exists and is not a LeRobot dataset dir (no meta/info.json); not replacing it"
                 )
         file_attrs = demos.attrs
-        fps = int(fps or file_attrs.get("fps") or 20)
+        fps = control_rate(demos.path, file_attrs, demos.env_args, fps)
         shapes = {f"obs/{k}": v for k, v in demos.obs_shapes.items()}
         shapes |= {
             "actions": ((int(demos.action_dim or 0),), "float32"),
@@ -641,11 +688,7 @@ def export_lerobot(
                     "dtype": "video",
                     "shape": [h, w, c],
                     "names": ["height", "width", "channels"],
-                    "info": {
-                        "video.height": h, "video.width": w, "video.codec": "av1" if codec == "libsvtav1" else codec,
-                        "video.pix_fmt": "yuv420p", "video.is_depth_map": False, "video.fps": fps,
-                        "video.channels": c, "has_audio": False,
-                    },
+                    "info": video_info(h, w, c, fps, codec),
                 }  # fmt: skip
             else:
                 names = prev_names if isinstance(prev_names, list) and len(prev_names) == shape[0] else None
@@ -660,8 +703,7 @@ def export_lerobot(
         writers = {s: None for s in videos}  # opened at the first frame (its size)
         tasks: dict[str, int] = {}
         episodes: list[dict[str, Any]] = []
-        collected: dict[str, list[np.ndarray]] = {t: [] for t in features if features[t]["dtype"] != "video"}
-        frames_for_stats: dict[str, list[np.ndarray]] = {videos[s]: [] for s in videos}
+        episode_stats: list[dict[str, dict[str, np.ndarray]]] = []
         index = 0
         try:
             with pq.ParquetWriter(data_file, schema, compression="snappy") as pw:
@@ -692,8 +734,7 @@ def export_lerobot(
                     pw.write_table(
                         _to_table(pa, schema, cols, features)
                     )  # one row group per episode, as LeRobot
-                    for t, v in cols.items():
-                        collected[t].append(v)
+                    ep_stats = {t: lerobot_stats.vector_stats(v) for t, v in cols.items()}
                     row: dict[str, Any] = {
                         "episode_index": e, "tasks": [task], "length": T, "data/chunk_index": 0, "data/file_index": 0,
                         "dataset_from_index": index, "dataset_to_index": index + T,
@@ -706,17 +747,17 @@ def export_lerobot(
                         t0, t1 = writers[s].add(frames)
                         row |= {f"videos/{t}/chunk_index": 0, f"videos/{t}/file_index": 0}
                         row |= {f"videos/{t}/from_timestamp": t0, f"videos/{t}/to_timestamp": t1}
-                        step = max(1, T // MAX_STATS_FRAMES)
-                        frames_for_stats[t].append(frames[::step])
+                        ep_stats[t] = lerobot_stats.image_stats(frames)
+                    row |= lerobot_stats.flatten(ep_stats)
                     row |= {"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0}
+                    episode_stats.append(ep_stats)
                     episodes.append(row)
                     index += T
         finally:
             for w in writers.values():
                 if w is not None:
                     w.close()
-        stats = {t: _stats(np.concatenate(v).reshape(index, -1)) for t, v in collected.items()}
-        stats |= {t: _image_stats(np.concatenate(v)) for t, v in frames_for_stats.items()}
+        stats = lerobot_stats.to_json(lerobot_stats.aggregate(episode_stats))
         _write_meta(pa, pq, tmp, episodes, tasks, stats)
         info = {
             "codebase_version": CODEBASE_VERSION,

@@ -133,11 +133,13 @@ def test_import_cli_prints_mapping_and_next_step(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------------------------------------- export
-def _our_file(path: Path, *, lengths=(9, 6), image=True) -> Path:
-    """A small file as robosteer-collect writes it (state, one camera, rewards, dones, success attrs)."""
+def _our_file(path: Path, *, lengths=(9, 6), image=True, attrs=None, env_kwargs=None) -> Path:
+    """A small file as robosteer-collect writes it (state, one camera, rewards, dones, success attrs, and the
+    control rate: Meta-World's 80 Hz as the ``fps`` attr unless ``attrs`` says otherwise)."""
     mk = _make_fixture_module()
     rng = np.random.default_rng(5)
-    with DatasetWriter(path, {"env_name": "push-v3", "env_kwargs": {"obs": "state+image"}}) as w:
+    env_args = {"env_name": "push-v3", "env_kwargs": {"obs": "state+image", **(env_kwargs or {})}}
+    with DatasetWriter(path, env_args, {"fps": 80.0} if attrs is None else attrs) as w:
         for e, T in enumerate(lengths):
             obs = {"state": rng.standard_normal((T, 7)).astype(np.float32)}
             if image:
@@ -158,7 +160,7 @@ def test_export_layout_and_round_trip(tmp_path):
     src = _our_file(tmp_path / "demos.hdf5")
     out = tmp_path / "lerobot"
     s = export_lerobot(src, out)
-    assert (s["episodes"], s["frames"], s["fps"]) == (2, 15, 20)
+    assert (s["episodes"], s["frames"], s["fps"]) == (2, 15, 80)
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     assert files == [
         "data/chunk-000/file-000.parquet",
@@ -170,7 +172,7 @@ def test_export_layout_and_round_trip(tmp_path):
         "videos/observation.images.corner2/chunk-000/file-000.mp4",
     ]
     info = json.loads((out / "meta" / "info.json").read_text())
-    assert info["codebase_version"] == "v3.0" and info["fps"] == 20 and info["total_frames"] == 15
+    assert info["codebase_version"] == "v3.0" and info["fps"] == 80 and info["total_frames"] == 15
     assert info["total_episodes"] == 2 and info["total_tasks"] == 1 and info["splits"] == {"train": "0:2"}
     feats = info["features"]
     assert not any("/" in k for k in feats)
@@ -181,13 +183,13 @@ def test_export_layout_and_round_trip(tmp_path):
     data = pq.read_table(out / "data/chunk-000/file-000.parquet")
     assert data["episode_index"].to_pylist() == [0] * 9 + [1] * 6
     assert data["index"].to_pylist() == list(range(15))
-    assert data["timestamp"].to_pylist()[9:11] == [0.0, np.float32(0.05)]
+    assert data["timestamp"].to_pylist()[9:11] == [0.0, np.float32(1 / 80)]
     eps = pq.read_table(out / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
     assert [(e["dataset_from_index"], e["dataset_to_index"], e["tasks"]) for e in eps] == [
         (0, 9, ["push-v3"]),
         (9, 15, ["push-v3"]),
     ]
-    assert eps[1]["videos/observation.images.corner2/from_timestamp"] == pytest.approx(9 / 20)
+    assert eps[1]["videos/observation.images.corner2/from_timestamp"] == pytest.approx(9 / 80)
     tasks = pq.read_table(out / "meta/tasks.parquet").to_pylist()
     assert tasks == [{"task_index": 0, "task": "push-v3"}]
     stats = json.loads((out / "meta" / "stats.json").read_text())
@@ -206,9 +208,61 @@ def test_export_layout_and_round_trip(tmp_path):
         assert json.loads(b.attrs["filled"]) == {}  # next.reward / next.done were there
 
 
+EPISODE_STATS = ("min", "max", "mean", "std", "count", "q01", "q10", "q50", "q90", "q99")
+
+
+def test_export_writes_lerobot_06_episode_stats_and_keys(tmp_path):
+    """meta/episodes holds LeRobot 0.6's ``stats/<feature>/<stat>`` for every feature, the camera's too (what
+    lerobot-edit-dataset aggregates after delete / split / merge); stats.json is their aggregate; video info uses
+    the current keys (``is_depth_map``, not the legacy ``video.is_depth_map``)."""
+    src = _our_file(tmp_path / "demos.hdf5")
+    out = tmp_path / "lerobot"
+    export_lerobot(src, out)
+    info = json.loads((out / "meta" / "info.json").read_text())
+    eps = pq.read_table(out / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    want = {f"stats/{ft}/{k}" for ft in info["features"] for k in EPISODE_STATS}
+    assert want <= set(eps[0]) and not {c for c in eps[0] if c.startswith("stats/")} - want
+    cam = "observation.images.corner2"
+    assert np.array(eps[0][f"stats/{cam}/mean"]).shape == (3, 1, 1)
+    assert eps[0][f"stats/{cam}/count"] == [9] and eps[1][f"stats/{cam}/count"] == [6]  # frames sampled
+    frames = concat(src, "image/corner2")
+    got = np.array(eps[1][f"stats/{cam}/max"]).reshape(3)
+    assert np.allclose(got, frames[9:].reshape(-1, 3).max(0) / 255.0, atol=1e-6)
+    state = concat(src, "state")
+    assert np.allclose(eps[0]["stats/observation.state/mean"], state[:9].mean(0), atol=1e-5)
+    assert eps[1]["stats/frame_index/max"] == [5] and eps[1]["stats/index/min"] == [9]
+    stats = json.loads((out / "meta" / "stats.json").read_text())
+    assert set(stats) == set(info["features"])
+    assert np.allclose(stats["observation.state"]["mean"], state.mean(0), atol=1e-5)
+    assert stats[cam]["count"] == [15] and np.array(stats[cam]["q50"]).shape == (3, 1, 1)
+    vinfo = info["features"][cam]["info"]
+    assert "video.is_depth_map" not in vinfo and vinfo["is_depth_map"] is False
+    assert vinfo["video.fps"] == 80 and vinfo["video.g"] == 2 and vinfo["video.crf"] == 30
+
+
+def test_export_fps_is_the_recorded_control_rate(tmp_path):
+    """No silent 20 fps: the file's fps attr, robomimic's env_kwargs control_freq, or fps=; else one-line refusal."""
+    bare = _our_file(tmp_path / "bare.hdf5", image=False, attrs={}, env_kwargs={"suite": "metaworld"})
+    with pytest.raises(DatasetError) as err:
+        export_lerobot(bare, tmp_path / "a")
+    msg = str(err.value)
+    assert "\n" not in msg and str(bare) in msg and "data.attrs['fps']" in msg and "pass fps=" in msg
+    assert "80 Hz" in msg and not (tmp_path / "a").exists()
+    assert export_lerobot(bare, tmp_path / "b", fps=80)["fps"] == 80
+    robomimic = _our_file(tmp_path / "rm.hdf5", image=False, attrs={}, env_kwargs={"control_freq": 20})
+    assert export_lerobot(robomimic, tmp_path / "c")["fps"] == 20
+    odd = _our_file(tmp_path / "odd.hdf5", image=False, attrs={"fps": 12.5})
+    with pytest.raises(DatasetError, match=r"data.attrs\['fps'\] = 12.5: expected a positive whole number"):
+        export_lerobot(odd, tmp_path / "d")
+    with pytest.raises(DatasetError, match="fps = 0: expected a positive"):
+        export_lerobot(bare, tmp_path / "e", fps=0)
+    proc = run(_cfg("cmd=export", f"src={bare}", f"out={tmp_path / 'f'}"))
+    assert proc == 2
+
+
 def test_export_h264_and_overwrite(tmp_path):
     """The codec fallback (PyAV builds without libsvtav1) and overwrite=true for both directions."""
-    src = _our_file(tmp_path / "demos.hdf5", lengths=(4, 5))
+    src = _our_file(tmp_path / "demos.hdf5", lengths=(4, 5), attrs={"fps": 20})  # x264's crf depends on fps
     out = tmp_path / "lerobot"
     out.mkdir()
     (out / "meta").mkdir()
@@ -396,12 +450,21 @@ def test_train_from_imported_file(tmp_path):
 
 # ---------------------------------------------------------------------------------------------------- LeRobot
 def lerobot_python() -> Path | None:
-    """The LeRobot venv's python ($ROBOSTEER_LEROBOT_PYTHON, else /tmp/lerobot-venv), if it imports lerobot."""
-    py = Path(os.environ.get("ROBOSTEER_LEROBOT_PYTHON", "/tmp/lerobot-venv/bin/python"))
-    if not py.exists():
-        return None
-    probe = subprocess.run([str(py), "-c", "import lerobot"], capture_output=True, timeout=120)
-    return py if probe.returncode == 0 else None
+    """The LeRobot venv's python, if it imports lerobot. Build the current one (LeRobot 0.6 needs Python 3.12):
+    ``python3.12 -m venv /tmp/lerobot312 && /tmp/lerobot312/bin/pip install 'lerobot[training]==0.6.1'``."""
+    for py in _lerobot_candidates():
+        if py.exists():
+            probe = subprocess.run([str(py), "-c", "import lerobot"], capture_output=True, timeout=120)
+            if probe.returncode == 0:
+                return py
+    return None
+
+
+def _lerobot_candidates() -> list[Path]:
+    """$ROBOSTEER_LEROBOT_PYTHON alone when set; else the 0.6 venv (Python 3.12), then the older 0.4 one."""
+    if os.environ.get("ROBOSTEER_LEROBOT_PYTHON"):
+        return [Path(os.environ["ROBOSTEER_LEROBOT_PYTHON"])]
+    return [Path("/tmp/lerobot312/bin/python"), Path("/tmp/lerobot-venv/bin/python")]
 
 
 def lerobot_env(py: Path, tmp: Path) -> dict[str, str]:
@@ -570,3 +633,78 @@ def test_lerobot_image_features_import_exactly(lerobot_py, tmp_path):
     assert np.array_equal(concat(out, "image"), want["image"])  # PNG: exact
     assert np.array_equal(concat(out, "state"), want["state"])
     assert np.array_equal(concat(out, "actions"), want["action"])
+
+
+EDIT_TRAIN_SCRIPT = r"""
+set -euo pipefail
+BIN=$(dirname "$PY")
+R=$1; W=$2
+"$BIN/lerobot-edit-dataset" --repo_id local/x --root "$R" --new_repo_id local/del --new_root "$W/del" \
+    --operation.type delete_episodes --operation.episode_indices "[1]"
+"$BIN/lerobot-edit-dataset" --repo_id local/del --root "$W/del" --new_root "$W/split" \
+    --operation.type split --operation.splits '{"train": [0, 1], "val": [2]}'
+"$BIN/lerobot-edit-dataset" --new_repo_id local/merged --new_root "$W/merged" --operation.type merge \
+    --operation.repo_ids "['train', 'val']" --operation.roots "['$W/split/train', '$W/split/val']"
+"$PY" "$W/../check.py" "$W/merged"
+"$BIN/lerobot-train" --dataset.repo_id local/merged --dataset.root "$W/merged" --policy.type act \
+    --policy.device cpu --policy.push_to_hub false --policy.pretrained_backbone_weights null \
+    --policy.chunk_size 8 --policy.n_action_steps 8 --policy.dim_model 64 --policy.dim_feedforward 128 \
+    --steps 3 --batch_size 2 --num_workers 0 --log_freq 1 --save_checkpoint false --eval_freq 0 \
+    --wandb.enable false --output_dir "$W/train"
+echo TRAINED
+"""
+
+CHECK_SCRIPT = r"""
+import json, sys
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+ds = LeRobotDataset(repo_id="local/merged", root=sys.argv[1])
+stats = json.load(open(f"{sys.argv[1]}/meta/stats.json"))
+print("MERGED", json.dumps({"episodes": ds.num_episodes, "fps": ds.fps, "stats_keys": sorted(stats)}))
+"""
+
+
+@pytest.mark.slow
+def test_export_survives_lerobot_edit_then_trains(lerobot_py, tmp_path):
+    """robosteer-collect (Meta-World, state + camera) -> export at the simulator's control rate ->
+    lerobot-edit-dataset delete / split / merge -> lerobot-train a few steps: the per-episode stats let LeRobot's
+    own tools rebuild meta/stats.json, camera included, after every edit."""
+    from robosteer.sim.metaworld_env import make_metaworld_env
+
+    mw = make_metaworld_env("reach-v3")
+    rate = 1.0 / (mw.frame_skip * float(mw.model.opt.timestep))  # 80 Hz in metaworld 3.1
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MUJOCO_GL": "egl", "OMP_NUM_THREADS": "1"}
+    collect = [sys.executable, "-m", "robosteer.scripts.collect", "task=reach-v3", "episodes=4"]
+    collect += ["obs=state+image", "image_size=48", "progress=false", "out=collect"]
+    proc = subprocess.run(collect, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    src = tmp_path / "collect" / "demos.hdf5"
+    with open_dataset(src) as d:
+        recorded = d.attrs.get("fps")
+    out = tmp_path / "lerobot"
+    s = export_lerobot(src, out, fps=None if recorded else rate)  # collection without the attr: pass the rate
+    assert s["fps"] == rate == 80
+    print(
+        f"exported at fps {s['fps']} ({'recorded by collect' if recorded else 'passed: collect records none'})"
+    )
+    (tmp_path / "edit.sh").write_text(EDIT_TRAIN_SCRIPT)
+    (tmp_path / "check.py").write_text(CHECK_SCRIPT)
+    work = tmp_path / "work"
+    work.mkdir()
+    lenv = lerobot_env(lerobot_py, tmp_path) | {
+        "PY": str(lerobot_py),
+        "HF_LEROBOT_HOME": str(tmp_path / "hf"),
+    }
+    proc = subprocess.run(
+        ["bash", str(tmp_path / "edit.sh"), str(out), str(work)],
+        env=lenv,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    tail = (proc.stdout + proc.stderr)[-4000:]
+    print(tail)
+    assert proc.returncode == 0, tail
+    merged = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("MERGED"))[7:])
+    assert merged["episodes"] == 3 and merged["fps"] == 80
+    assert "observation.images.corner2" in merged["stats_keys"] and "action" in merged["stats_keys"]
+    assert "TRAINED" in proc.stdout
