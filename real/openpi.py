@@ -5,7 +5,8 @@ sends its metadata on connect, then answers each observation dict with an action
 with numpy arrays in openpi's ``msgpack_numpy`` encoding (``{b"__ndarray__": True, b"data", b"dtype",
 b"shape"}``). robosteer's own protocol (``real/protocol.py``: a handshake, typed requests, batches) is not
 that, so an openpi client could not reach ``robosteer-serve``. In openpi mode a request is one observation:
-each key of the policy's ``shape_meta`` as ``(To, *shape)`` (``*shape`` alone when To = 1), optionally the
+each key of the policy's ``shape_meta`` as one step ``*shape`` (the server keeps each connection's last To, so
+openpi's runtime, which sends one observation per step, needs no change) or a window ``(To, *shape)``, optionally the
 initial noise under ``"__noise__"`` as ``(Tp, Da)`` — openpi's own websocket server carries no noise, so this
 reserved key is robosteer's, announced in the metadata (``noise_key``) for DSRL and V-GPS. The reply holds
 ``"actions"`` ``(Tp, Da)`` (the whole sampled chunk; execute ``n_action_steps`` of it, as openpi's
@@ -99,35 +100,115 @@ def unpackb(data: bytes, max_bytes: int) -> Any:
         raise ProtocolError("bad_message", f"not a msgpack message ({type(e).__name__}: {e})") from None
 
 
-def _window(server: PolicyServer, obs: Any) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+RESET_KEY = "__reset__"
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
+
+
+class ObsHistory:
+    """One connection's last ``To`` observations, so an openpi client can send one observation per step.
+
+    openpi's runtime sends exactly one observation per inference (``Runtime`` -> ``PolicyAgent`` ->
+    ``ActionChunkBroker``), while a robosteer policy with To > 1 conditions on a window; so the server keeps
+    the window. Each request holds, per key, either one step ``(*shape)`` (appended; the first step of a
+    connection fills the whole window with itself, as the policy's own ``act`` pads) or a full window
+    ``(To, *shape)`` (taken as is, robosteer's windowed requests; it also becomes the history). openpi's
+    ``reset()`` sends nothing, so episode boundaries are invisible: a new connection starts empty, and a
+    request holding ``"__reset__": true`` (announced as ``reset_key``) empties it before its observation.
+    Errors are in the client's terms: the key, the shape it sent (no server batch dimension), the one expected.
+    """
+
+    def __init__(self, specs: Mapping[str, tuple[tuple[int, ...], str]], n_obs_steps: int) -> None:
+        self.specs, self.steps = dict(specs), int(n_obs_steps)
+        self.frames: dict[str, list[np.ndarray]] = {}
+
+    def _expected(self, shape: tuple[int, ...]) -> str:
+        one = _shape(shape)
+        if self.steps == 1:
+            return one
+        return f"{one} (one step; the server keeps the last {self.steps}) or {_shape((self.steps, *shape))}"
+
+    def _check(self, key: str, arr: Any, shape: tuple[int, ...], kind: str) -> bool:
+        """Is ``arr`` a single step (True) or a window (False)? Raises naming key, shape and expectation."""
+        if not isinstance(arr, np.ndarray):
+            shown = repr(arr) if isinstance(arr, str | bytes | int | float | bool) else ""
+            raise ProtocolError(
+                "bad_obs",
+                f"obs[{key!r}] is a {type(arr).__name__}{f' ({shown[:40]})' if shown else ''}, not an array: "
+                f"expected a numeric array of shape {self._expected(shape)}",
+            )
+        if tuple(arr.shape) == tuple(shape):
+            single = True
+        elif self.steps > 1 and tuple(arr.shape) == (self.steps, *shape):
+            single = False
+        else:
+            raise ProtocolError(
+                "bad_shape", f"obs[{key!r}] has shape {_shape(arr.shape)}, expected {self._expected(shape)}"
+            )
+        if kind == "rgb" and arr.dtype != np.uint8:
+            raise ProtocolError("bad_dtype", f"obs[{key!r}] has dtype {arr.dtype}, expected uint8 images")
+        if kind != "rgb" and arr.dtype.kind not in "fiu":
+            raise ProtocolError("bad_dtype", f"obs[{key!r}] has dtype {arr.dtype}, expected a numeric array")
+        return single
+
+    def window(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The policy's ``(1, To, *shape)`` window for this request, updating the history."""
+        missing = [k for k in self.specs if k not in obs]
+        if missing:
+            raise ProtocolError(
+                "bad_obs",
+                f"obs lacks key {missing[0]!r}: expected keys {sorted(self.specs)}, got {sorted(obs)}",
+            )
+        if obs.get(RESET_KEY):
+            self.frames = {}
+        kinds = {k: self._check(k, obs[k], shape, kind) for k, (shape, kind) in self.specs.items()}
+        if len(set(kinds.values())) > 1:
+            singles = sorted(k for k, v in kinds.items() if v)
+            raise ProtocolError(
+                "bad_shape",
+                f"obs mixes single steps ({singles}) with {self.steps}-step windows "
+                f"({sorted(k for k, v in kinds.items() if not v)}): send every key one way",
+            )
+        out: dict[str, np.ndarray] = {}
+        for key, single in kinds.items():
+            arr = np.asarray(obs[key])
+            if single:
+                past = self.frames.get(key) or [arr] * self.steps
+                self.frames[key] = [*past, arr][-self.steps :]
+            else:
+                self.frames[key] = list(arr)
+            out[key] = np.stack(self.frames[key])[None]
+        return out
+
+
+def _window(
+    server: PolicyServer, obs: Any, history: ObsHistory
+) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """An openpi request -> robosteer's (1, To, ...) window and (1, Tp, Da) noise (or None)."""
     b = server.backend
     if not isinstance(obs, Mapping):
         raise ProtocolError("bad_obs", f"a request is a map of observation arrays, got {type(obs).__name__}")
     obs = _text_keys(obs)
-    window: dict[str, np.ndarray] = {}
-    for key, (shape, _) in b.specs.items():
-        arr = obs.get(key)
-        if not isinstance(arr, np.ndarray):
-            raise ProtocolError(
-                "bad_obs", f"obs lacks array {key!r}: expected keys {sorted(b.specs)}, got {sorted(obs)}"
-            )
-        if b.n_obs_steps == 1 and arr.shape == shape:
-            arr = arr[None]
-        window[key] = arr[None]  # (1, To, *shape): check_obs names a wrong To or shape
     noise = obs.get(NOISE_KEY)
     if noise is not None:
-        if not isinstance(noise, np.ndarray):
-            raise ProtocolError("bad_shape", f"{NOISE_KEY!r} must be a float array {b.noise_shape}")
+        want = tuple(b.noise_shape)
+        if not isinstance(noise, np.ndarray) or tuple(noise.shape) != want or noise.dtype.kind != "f":
+            got = _shape(noise.shape) if isinstance(noise, np.ndarray) else f"a {type(noise).__name__}"
+            raise ProtocolError(
+                "bad_shape", f"obs[{NOISE_KEY!r}] is {got}, expected a float array {_shape(want)}"
+            )
         noise = noise[None]
-    return window, noise
+    return history.window(obs), noise
 
 
 async def serve_openpi(server: PolicyServer, ws: Any) -> None:
     """One connection in openpi's protocol: metadata, then lockstep observation -> actions."""
     b = server.backend
-    meta = {**b.metadata(), "protocol": "openpi", "noise_key": NOISE_KEY}
+    meta = {**b.metadata(), "protocol": "openpi", "noise_key": NOISE_KEY, "reset_key": RESET_KEY}
     conn = next(server._conn_ids)
+    history = ObsHistory(b.specs, b.n_obs_steps)
     try:
         await ws.send(packb(meta))
         prev_total_ms: float | None = None
@@ -138,7 +219,7 @@ async def serve_openpi(server: PolicyServer, ws: Any) -> None:
                 return
             t0 = time.perf_counter()
             try:
-                window, noise = _window(server, unpackb(raw, server.max_message_bytes))
+                window, noise = _window(server, unpackb(raw, server.max_message_bytes), history)
                 msg = {"obs": window, "noise": noise}
                 reply, compute_ms = await server._run_request(conn, "sample", msg)
             except Exception as e:  # openpi's behaviour: the error as a text frame, then close 1011

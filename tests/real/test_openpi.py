@@ -4,6 +4,7 @@ encoding byte-compatible with openpi's ``msgpack_numpy`` both ways, and robostee
 from __future__ import annotations
 
 import http.client
+import importlib.util
 from typing import Any
 
 import numpy as np
@@ -85,7 +86,7 @@ def test_a_bad_request_is_openpis_error_frame_naming_the_problem(server: PolicyS
         RuntimeError, match=r"Error in inference server:\nbad_shape: obs\['state'\] has shape"
     ):
         client.infer({"state": np.zeros((3, STATE_DIM), np.float32)})  # To is 2
-    with OpenpiClient(server.url) as ours, pytest.raises(RemoteError, match="obs lacks array 'state'"):
+    with OpenpiClient(server.url) as ours, pytest.raises(RemoteError, match="obs lacks key 'state'"):
         ours.infer({"image": np.zeros((2, 2), np.float32)})
 
 
@@ -149,3 +150,99 @@ def test_dsrl_and_vgps_steer_a_policy_served_over_openpis_wire(server: PolicySer
         picked_local = VGPSPolicy(tiny, critic, **kw).sample(window, noise=noise)
         assert picked_remote.shape == (2, 8, 4)
         assert torch.allclose(torch.as_tensor(picked_remote), torch.as_tensor(picked_local), atol=1e-5)
+
+
+def test_openpis_runtime_drives_a_to2_policy_with_single_observations(tiny: Any, monkeypatch: Any) -> None:
+    """openpi's own loop (Runtime + PolicyAgent + ActionChunkBroker + WebsocketClientPolicy), unchanged, sends
+    one (D,) observation per query; the server keeps the connection's window. The broker queries every
+    ``action_horizon`` steps, so the window holds the observations it sent: [s0, s0], then [s0, s4]."""
+    import sys
+    import types
+
+    if importlib.util.find_spec("tree") is None:  # dm-tree (openpi-client's dep, not ours): its one call used
+        stand_in = types.ModuleType("tree")
+        stand_in.map_structure = lambda fn, d: (
+            {k: stand_in.map_structure(fn, v) for k, v in d.items()} if (isinstance(d, dict)) else fn(d)
+        )
+        monkeypatch.setitem(sys.modules, "tree", stand_in)
+    from openpi_client import action_chunk_broker
+    from openpi_client.runtime import environment, runtime
+    from openpi_client.runtime.agents import policy_agent
+
+    states = np.random.default_rng(7).normal(size=(8, STATE_DIM)).astype(np.float32)
+    noise = np.random.default_rng(8).normal(size=(8, 4)).astype(np.float32)
+
+    class Env(environment.Environment):
+        def __init__(self) -> None:
+            self.t, self.actions = 0, []
+
+        def reset(self) -> None:
+            self.t = 0
+
+        def is_episode_complete(self) -> bool:
+            return self.t >= len(states)
+
+        def get_observation(self) -> dict:
+            return {"state": states[self.t], NOISE_KEY: noise}  # one step, as a robot sends it
+
+        def apply_action(self, action: dict) -> None:
+            self.actions.append(np.asarray(action["actions"]))
+            self.t += 1
+
+    with PolicyServer(PolicyBackend(tiny), port=0, protocol="openpi") as srv:
+        client = websocket_client_policy.WebsocketClientPolicy(host="127.0.0.1", port=srv.port)
+        env = Env()
+        agent = policy_agent.PolicyAgent(action_chunk_broker.ActionChunkBroker(client, action_horizon=4))
+        runtime.Runtime(env, agent, [], max_hz=0, num_episodes=1, max_episode_steps=8).run()
+    got = np.stack(env.actions)  # (8, 4)
+    first = tiny.sample({"state": states[[0, 0]][None]}, noise=noise[None]).numpy()[0]
+    second = tiny.sample({"state": states[[0, 4]][None]}, noise=noise[None]).numpy()[0]
+    assert got.shape == (8, 4)
+    assert np.allclose(got[:4], first[:4], atol=1e-6) and np.allclose(got[4:], second[:4], atol=1e-6)
+
+
+def test_single_steps_and_windows_share_the_history(server: PolicyServer, tiny: Any) -> None:
+    """A window replaces the history; single steps then slide it; __reset__ empties it."""
+    noise = np.random.default_rng(3).normal(size=(8, 4)).astype(np.float32)
+    s = np.random.default_rng(4).normal(size=(3, STATE_DIM)).astype(np.float32)
+    client = websocket_client_policy.WebsocketClientPolicy(host="127.0.0.1", port=server.port)
+
+    def local(rows: list[int]) -> np.ndarray:
+        return tiny.sample({"state": s[rows][None]}, noise=noise[None]).numpy()[0]
+
+    out = client.infer({"state": s[[0, 1]], NOISE_KEY: noise})  # robosteer's window (To, D)
+    assert np.allclose(out["actions"], local([0, 1]), atol=1e-6)
+    out = client.infer({"state": s[2], NOISE_KEY: noise})  # one step after it
+    assert np.allclose(out["actions"], local([1, 2]), atol=1e-6)
+    out = client.infer({"state": s[0], NOISE_KEY: noise, "__reset__": True})  # a new episode
+    assert np.allclose(out["actions"], local([0, 0]), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("request_obs", "message"),
+    [
+        (
+            {"state": "not an array"},
+            "bad_obs: obs['state'] is a str ('not an array'), not an array: expected a numeric array of shape "
+            f"({STATE_DIM},) (one step; the server keeps the last 2) or (2, {STATE_DIM})",
+        ),
+        (
+            {"state": np.zeros((3, STATE_DIM), np.float32)},
+            f"bad_shape: obs['state'] has shape (3, {STATE_DIM}), expected ({STATE_DIM},) (one step; the server "
+            f"keeps the last 2) or (2, {STATE_DIM})",
+        ),
+        (
+            {"state": np.zeros(STATE_DIM, np.float32), NOISE_KEY: np.zeros((1, 8, 4), np.float32)},
+            f"bad_shape: obs['{NOISE_KEY}'] is (1, 8, 4), expected a float array (8, 4)",
+        ),
+        ({"image": np.zeros(3, np.float32)}, "bad_obs: obs lacks key 'state': expected keys ['state'], got"),
+    ],
+)
+def test_error_replies_are_in_the_clients_terms(
+    server: PolicyServer, request_obs: dict, message: str
+) -> None:
+    """The key, the shape as the client sent it (no server batch dimension), what was expected."""
+    client = websocket_client_policy.WebsocketClientPolicy(host="127.0.0.1", port=server.port)
+    with pytest.raises(RuntimeError) as err:
+        client.infer(request_obs)
+    assert message in str(err.value), str(err.value)
