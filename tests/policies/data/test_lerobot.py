@@ -649,7 +649,7 @@ R=$1; W=$2
 "$BIN/lerobot-train" --dataset.repo_id local/merged --dataset.root "$W/merged" --policy.type act \
     --policy.device cpu --policy.push_to_hub false --policy.pretrained_backbone_weights null \
     --policy.chunk_size 8 --policy.n_action_steps 8 --policy.dim_model 64 --policy.dim_feedforward 128 \
-    --steps 3 --batch_size 2 --num_workers 0 --log_freq 1 --save_checkpoint false --eval_freq 0 \
+    --steps 3 --batch_size 2 --num_workers 0 --log_freq 1 --save_checkpoint false \
     --wandb.enable false --output_dir "$W/train"
 echo TRAINED
 """
