@@ -78,3 +78,12 @@ probes: $(STAMP)
 .PHONY: faults
 faults: $(STAMP)
 	$(PY) tests/faults/run.py
+
+# Mutation testing (mutmut 3, tests/mutation/run.py): MODULES="policies/rl/replay.py 'policies/value/*'" runs
+# each module's mirrored tests against its mutants in a staged copy outside the checkout, one worker
+# (MUTATION_ARGS="--workers 2"); a row per module in docs/results/mutation.jsonl, skipped when it exists.
+.PHONY: mutation
+MODULES ?=
+MUTATION_ARGS ?=
+mutation: $(STAMP)
+	$(PY) tests/mutation/run.py $(MUTATION_ARGS) $(MODULES)
