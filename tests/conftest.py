@@ -22,7 +22,10 @@ if importlib.util.find_spec("hydra") is not None:
 
     schemas.register(eval_sources=True)  # the tests compose robosteer-eval's config too
 
-REPO = Path(__file__).resolve().parents[2]
+# The repository root (tests/ is one level down). On PYTHONPATH it makes `import robosteer` load this
+# checkout's robosteer/ (whose __init__ reaches up to policies/, sim/, ...), not an installed copy, so a
+# subprocess runs the code under test, also in a temporary copy (make faults) or a mutation stage.
+REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MUJOCO_GL": "egl"}
 
 
