@@ -8,6 +8,7 @@ uploads it later.
 
 from __future__ import annotations
 
+import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,12 +23,13 @@ class LogSettings:
     """Where a run's metrics go besides ``<run_dir>/tb``."""
 
     logger: str = "tensorboard"  # tensorboard | wandb (W&B beside TensorBoard)
-    wandb_project: str = "robosteer"
-    wandb_mode: str = "online"  # online | offline (no network; `wandb sync` uploads later) | disabled
+    # null (ours): W&B's own convention decides, WANDB_PROJECT / WANDB_MODE, else robosteer / online
+    wandb_project: str | None = None
+    wandb_mode: str | None = None  # online | offline (no network; `wandb sync` uploads later) | disabled
 
     def __post_init__(self) -> None:
         for key, known in (("logger", LOGGERS), ("wandb_mode", WANDB_MODES)):
-            if (value := getattr(self, key)) not in known:
+            if (value := getattr(self, key)) not in known and not (key == "wandb_mode" and value is None):
                 raise ValueError(f"{key}={value!r} is not known: expected one of {', '.join(known)}")
 
 
@@ -52,12 +54,12 @@ class WandbRun:
 
             config.update(yaml.safe_load((run_dir / "config.yaml").read_text()) or {})
         self.run = wandb.init(
-            project=settings.wandb_project,
+            project=settings.wandb_project or os.environ.get("WANDB_PROJECT", "robosteer"),
             name=run_dir.name,
             id=run_id,
             resume="allow",
-            dir=str(run_dir),
-            mode=settings.wandb_mode,
+            dir=os.environ.get("WANDB_DIR") or str(run_dir),
+            mode=settings.wandb_mode or os.environ.get("WANDB_MODE", "online"),
             config=config,
             settings=wandb.Settings(silent=True, console="off"),
         )

@@ -288,7 +288,7 @@ def load_classifier(path: str | Path) -> tuple[SuccessClassifier, float, dict[st
     if config.get("kind") != KIND:
         raise ClassifierError(
             f"classifier.path={path}: holds a {config.get('kind')!r} checkpoint, expected a success classifier "
-            "(robosteer-steer reward=classifier classifier.data=EPISODES.hdf5 trains one)"
+            "(robosteer-steer robot_reward=classifier classifier.data=EPISODES.hdf5 trains one)"
         )
     ckpt = load_checkpoint(path)
     crop = float(config["report"]["config"]["crop"])

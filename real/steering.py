@@ -80,7 +80,7 @@ class LearnerActing:
 
 
 class Operator:
-    """``reward=operator``: a person says at the end of every episode whether the task succeeded.
+    """``robot_reward=operator``: a person says at the end of every episode whether the task succeeded.
 
     The answer is the episode's only reward (sparse: -1 per chunk, 0 and terminal on the last chunk of a
     success); the robot's own success flag, where it has one, is not read. Reads ``ask`` (``input`` at the
@@ -93,7 +93,7 @@ class Operator:
     def __call__(self, episode: int, summary: dict[str, Any], arrays: dict[str, Any]) -> int | None:
         """The step that ended in success (the last, on a yes), or None."""
         what = f"episode {episode} ended ({summary.get('status')}, {summary.get('steps')} steps)"
-        yes = self._choose(f"{what}: success? [y/n] ", YES_NO, "answer y or n", "reward=operator")
+        yes = self._choose(f"{what}: success? [y/n] ", YES_NO, "answer y or n", "robot_reward=operator")
         return len(arrays["actions"]) - 1 if yes else None
 
     def confirm_reset(self, episode: int) -> bool:
@@ -117,12 +117,12 @@ class Operator:
             self.tell(f"{retry} (got {answer!r})")
 
 
-YES_NO = {"y": True, "yes": True, "n": False, "no": False}  # reward=operator: did the episode succeed?
+YES_NO = {"y": True, "yes": True, "n": False, "no": False}  # robot_reward=operator: did the episode succeed?
 GO_STOP = {"": True, "y": True, "yes": True, "stop": False, "q": False, "quit": False}  # resets=operator
 
 
 class ClassifierJudge:
-    """``reward=classifier``: a success classifier reads the episode's recorded camera frames; the first frame
+    """``robot_reward=classifier``: a success classifier reads the episode's recorded camera frames; the first frame
     (after the reset's) it calls a success ends the episode's learning data there, as a success flag would.
 
     Frame t is the observation after step t - 1, so a success at frame t is step t - 1's. The robot's own

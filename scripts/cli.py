@@ -16,8 +16,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from robosteer.scripts.common import CONFIG_DIR, debug
-from robosteer.scripts.schemas import EVAL_SOURCES
+from robosteer.scripts.common import CONFIG_DIR, UsageError, debug
+from robosteer.scripts.schemas import EVAL_SOURCES, RENAMED
 
 # Counts that must be at least one (a run that does nothing is a mistake, not a result).
 POSITIVE = {
@@ -50,13 +50,15 @@ def check_overrides(command: str, config_name: str, args: list[str]) -> None:
     """Register the structured configs, then compose ``config_name`` with ``args`` as the command will; on a
     mistake print one line and exit 2."""
     from robosteer.scripts import schemas
+    from robosteer.scripts.guards import check_all
 
     schemas.register(eval_sources=config_name == "eval")
-    if debug() or any(a.startswith("-") for a in args):
+    if any(a.startswith("-") for a in args):
         return
     try:
-        problems(config_name, args)
-    except CliError as err:
+        cfg = _compose(config_name, args) if debug() else problems(config_name, args)
+        check_all(config_name, cfg)
+    except (CliError, UsageError) as err:
         print(f"{command}: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
 
@@ -101,14 +103,17 @@ def _first_line(err: BaseException) -> str:
     return lines[0] if lines else type(err).__name__
 
 
-def problems(config_name: str, args: list[str]) -> None:
-    """Raise :class:`CliError` for the first mistake in ``args`` (``key=value`` overrides of ``config_name``)."""
+def problems(config_name: str, args: list[str]) -> DictConfig:
+    """Raise :class:`CliError` for the first mistake in ``args`` (``key=value`` overrides of ``config_name``);
+    return the composed config."""
     defaults, group_args, plain = _defaults(config_name), [], []
     for arg in args:
         key, eq, value = arg.partition("=")
         if not eq:
             raise CliError(f"{arg!r} is not an override: expected key=value, e.g. episodes=10")
         (group_args if key in defaults else plain).append((arg, key, value))
+        if (new := RENAMED.get(config_name, {}).get(key.lstrip("+"))) is not None:
+            raise CliError(f"{key}= is now {new}= (one name per setting): use {new}={value}")
     for _, key, value in group_args:  # a config group choice: policy=flow, algo=expo, robot=ur, ...
         options = list(GROUP_OPTIONS.get((config_name, key), _options(key)))
         if value not in options:
@@ -142,6 +147,7 @@ def problems(config_name: str, args: list[str]) -> None:
     if missing:
         k = USER_KEYS.get(missing[0], missing[0])
         raise CliError(f"missing required key: {k}=<...> (robosteer's {config_name} config has no default)")
+    return cfg
 
 
 def _owning_option(

@@ -168,16 +168,38 @@ def _main(cfg: DictConfig) -> None:
         raise SystemExit(code)
 
 
+USAGE = "robosteer-dataset info|validate|video path=FILE | import|export src=... out=... (--help: every key)"
+
+
 def peel_command(argv: list[str]) -> list[str]:
-    """``robosteer-dataset info path=X`` -> ``robosteer-dataset cmd=info path=X`` (Hydra takes key=value only)."""
-    if len(argv) > 1 and argv[1] in COMMANDS:
-        return [argv[0], f"cmd={argv[1]}", *argv[2:]]
-    return argv
+    """``robosteer-dataset info path=X`` -> ``robosteer-dataset cmd=info path=X`` (Hydra takes key=value only).
+
+    No subcommand, or a word that is none, is a :class:`UsageError` that lists them (nearest first)."""
+    import difflib
+
+    from robosteer.scripts.common import UsageError
+
+    first = argv[1] if len(argv) > 1 else ""
+    if first in COMMANDS:
+        return [argv[0], f"cmd={first}", *argv[2:]]
+    if first.startswith("-") or any(a.startswith("cmd=") for a in argv[1:]):
+        return argv
+    if not first or "=" in first:
+        raise UsageError(f"give a subcommand first, one of {', '.join(COMMANDS)}: {USAGE}")
+    near = difflib.get_close_matches(first, COMMANDS, n=1, cutoff=0.4)
+    hint = f"; nearest valid choice: {near[0]!r}" if near else ""
+    raise UsageError(f"{first!r} is not a subcommand: expected one of {', '.join(COMMANDS)}{hint}")
 
 
 def main() -> None:
     """Console-script entry point."""
-    sys.argv = peel_command(sys.argv)
+    from robosteer.scripts.common import UsageError
+
+    try:
+        sys.argv = peel_command(sys.argv)
+    except UsageError as err:
+        print(f"robosteer-dataset: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     console_main("robosteer-dataset", "dataset", _main)
 
 

@@ -21,7 +21,16 @@ EVAL_EPISODES=${EVAL_EPISODES:-100}
 export MUJOCO_GL=${MUJOCO_GL:-egl}
 
 step() { printf '\n== %s\n' "$*"; }
-if [ -d "$OUT" ]; then echo "replacing the previous demo results in $OUT"; rm -rf "$OUT"; fi
+# Only a folder this script made (it carries MARKER) is ever deleted; anything else at $OUT is refused.
+MARKER=.robosteer-demo
+if [ -e "$OUT" ] && [ -n "$(ls -A "$OUT" 2>/dev/null)" ]; then
+  if [ ! -f "$OUT/$MARKER" ]; then
+    echo "make demo: error: OUT=$OUT holds files this demo did not write (no $OUT/$MARKER): choose another OUT=" >&2
+    exit 2
+  fi
+  echo "replacing the previous demo results in $OUT"; rm -rf "$OUT"
+fi
+mkdir -p "$OUT" && echo "written by scripts/demo.sh; make demo replaces this folder" > "$OUT/$MARKER"
 step "1/5 collect 100 expert demonstrations on $TASK"
 $PY -m robosteer.scripts.collect task="$TASK" episodes=100 seed=0 out="$OUT/demos"
 

@@ -187,7 +187,7 @@ def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
         s.embedding or s.base,  # pixels: the learner reads the base's embedding, and decodes from it
         s.obs_dim,
         slice(s.to - 1, s.to - 1 + s.ta),
-        DSRLConfig(**OmegaConf.to_container(cfg.dsrl, resolve=True)),
+        DSRLConfig(variant=str(cfg.variant), **OmegaConf.to_container(cfg.dsrl, resolve=True)),
         obs_keys=s.keys,
         device=s.device,
         critic_keys=critic[0] if critic else None,
@@ -204,9 +204,6 @@ def build_expo(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
 
     cfg = s.cfg
     expo_values = OmegaConf.to_container(cfg.expo, resolve=True)
-    if expo_values["edit_scale"] is None:  # β per task (the reference sets it per script)
-        scales = OmegaConf.to_container(cfg.edit_scales)
-        expo_values["edit_scale"] = float(scales.get(s.task, scales["default"]))
     offline = s.offline()
     path, embedding = s.offline_path, s.embedding
     bc = None
@@ -304,11 +301,13 @@ def check_robot_steering(cfg: DictConfig, algo: str, served: bool, embedding: An
     if served or embedding is not None:
         what = "a served base" if served else "a base that reads camera images"
         raise UsageError(f"robot={name} steers a state-based base from a run directory, not {what} (yet)")
-    if cfg.reward not in ROBOT_REWARDS:
-        raise UsageError(f"reward={cfg.reward!r} is not valid on a robot: expected one of {ROBOT_REWARDS}")
-    if cfg.reward == "classifier" and not (cfg.classifier.path or cfg.classifier.data):
+    if cfg.robot_reward not in ROBOT_REWARDS:
         raise UsageError(
-            "reward=classifier needs a success classifier: classifier.data=EPISODES.hdf5 (episodes with camera "
+            f"robot_reward={cfg.robot_reward!r} is not valid on a robot: expected one of {ROBOT_REWARDS}"
+        )
+    if cfg.robot_reward == "classifier" and not (cfg.classifier.path or cfg.classifier.data):
+        raise UsageError(
+            "robot_reward=classifier needs a success classifier: classifier.data=EPISODES.hdf5 (episodes with camera "
             "frames and their success, e.g. robosteer-collect obs=state+image keep=all) trains one first, or "
             "classifier.path=DIR reuses one (a run's <out>/classifier)"
         )
@@ -317,9 +316,9 @@ def check_robot_steering(cfg: DictConfig, algo: str, served: bool, embedding: An
     if name != "sim_twin":
         raise UsageError(
             f"robot={name} reports no success and no simulator evaluates it: steering a real arm needs "
-            "resets=operator (built) with reward=operator or reward=classifier, and an evaluation on the "
+            "resets=operator (built) with robot_reward=operator or robot_reward=classifier, and an evaluation on the "
             "arm's own judged episodes instead of the simulator's, which is not built yet; robot=sim_twin "
-            "steers on the twin (resets=operator reward=operator rehearses an arm's run there)"
+            "steers on the twin (resets=operator robot_reward=operator rehearses an arm's run there)"
         )
     check_safety_switch(cfg)
     learner_config(cfg)
@@ -341,7 +340,7 @@ def learner_config(cfg: DictConfig) -> Any:
 
 
 def success_judge(cfg: DictConfig, run_dir: Path) -> Any:
-    """reward=classifier's judge: the classifier of ``classifier.path``, this run's own (a resumed run keeps
+    """robot_reward=classifier's judge: the classifier of ``classifier.path``, this run's own (a resumed run keeps
     the one it was paid by), or one trained now on ``classifier.data`` and saved under ``<out>/classifier``;
     its threshold and held-out error rates are logged before the arm moves."""
     from robosteer.policies.success_classifier import (
@@ -386,10 +385,10 @@ def steer_on_robot(
     from robosteer.scripts.deploy import robot_driver, runtime_config, safety_filter
 
     cfg = s.cfg
-    operator = Operator()  # the terminal: episode verdicts (reward=operator), reset confirmations
-    judge = operator if cfg.reward == "operator" else None
+    operator = Operator()  # the terminal: episode verdicts (robot_reward=operator), reset confirmations
+    judge = operator if cfg.robot_reward == "operator" else None
     record = []  # observation keys recorded beside the policy's: the classifier's camera
-    if cfg.reward == "classifier":
+    if cfg.robot_reward == "classifier":
         judge = success_judge(cfg, run_dir)
         record = [judge.camera]
     prepare_offline(agent, offline, run_cfg)
@@ -411,7 +410,7 @@ def steer_on_robot(
             "env_name": s.task,
             "type": 2,
             "env_kwargs": {"suite": "metaworld", **driver},
-            "steer": {"robot": str(cfg.robot.name), "mode": runtime.mode, "reward": str(cfg.reward)},
+            "steer": {"robot": str(cfg.robot.name), "mode": runtime.mode, "reward": str(cfg.robot_reward)},
         }
         metrics = run_robot(
             agent,
@@ -437,8 +436,8 @@ def steer_on_robot(
         robot.disconnect()
     metrics["variant"] = agent.config.variant
     metrics["robot"] = str(cfg.robot.name)
-    metrics["reward"], metrics["run_reward"] = str(cfg.reward), run_cfg.reward
-    if cfg.reward == "classifier":  # what paid the learner: its threshold and held-out error rates
+    metrics["reward"], metrics["run_reward"] = str(cfg.robot_reward), run_cfg.reward
+    if cfg.robot_reward == "classifier":  # what paid the learner: its threshold and held-out error rates
         metrics["classifier"] = {k: v for k, v in judge.report.items() if k != "config"}
     return metrics
 
@@ -488,17 +487,17 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     from robosteer.real.client import PolicyConnectionError, is_url
 
     torch.set_num_threads(int(cfg.threads))
-    if cfg.get("robot") and cfg.reward in (
+    if cfg.get("robot") and cfg.robot_reward in (
         "success",
         *JUDGED_REWARDS,
     ):  # the demos and the robot's episodes alike
         log.info(
-            "reward=%s on robot=%s: run.reward=sparse (-1 per chunk, 0 at success)",
-            cfg.reward,
+            "robot_reward=%s on robot=%s: run.reward=sparse (-1 per chunk, 0 at success)",
+            cfg.robot_reward,
             cfg.robot.name,
         )
         cfg.run.reward = "sparse"
-    if cfg.get("robot") and cfg.reward in JUDGED_REWARDS and "end_on_success" in cfg.robot.driver:
+    if cfg.get("robot") and cfg.robot_reward in JUDGED_REWARDS and "end_on_success" in cfg.robot.driver:
         cfg.robot.driver.end_on_success = False  # the twin's success must not show in when an episode ends
     device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
     algo = _algo(cfg)
@@ -594,7 +593,8 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         own_encoder,
     )
     agent, offline, run_loop = build(steering)
-    run_cfg = OnlineRunConfig(**{**OmegaConf.to_container(cfg.run, resolve=True), "device": str(device)})
+    top = {"env_steps": int(cfg.env_steps), "seed": int(cfg.seed), "device": str(device)}  # TOP_LEVEL["run"]
+    run_cfg = OnlineRunConfig(**OmegaConf.to_container(cfg.run, resolve=True), **top)
 
     inputs = dataclasses.replace(steering, critic=None).env_inputs()  # evaluation: the policy's inputs only
 

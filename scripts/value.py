@@ -122,7 +122,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         log_every=int(cfg.log_every),
         checkpoint_every=int(cfg.checkpoint_every),
         resume=bool(cfg.resume),
-        log_settings=LogSettings(str(cfg.logger), str(cfg.wandb_project), str(cfg.wandb_mode)),
+        log_settings=LogSettings(str(cfg.logger), cfg.wandb_project, cfg.wandb_mode),
         meta={
             "tasks": tasks,
             "dataset": paths,

@@ -71,16 +71,18 @@ class DSRLConfig:
     only what this CPU needs, each override with its reason; ``robosteer-steer --cfg job`` prints them all."""
 
     variant: str = "na"  # reference: na (noise-aliased, preferred by the authors) | sac
-    gamma: float = 0.99  # reference: discount per chunk transition
-    tau: float = 0.005  # reference: Polyak rate of the target critic
+    # per chunk transition of Ta=8 steps: with tau, values settle within a CPU's budget
+    gamma: float = 0.95  # ours (CPU): reference 0.99 per Ta=4 chunk
+    tau: float = 0.02  # ours (CPU): Polyak rate of the target critic, with gamma (reference 0.005)
     actor_lr: float = 3e-4  # reference
     # cosine (ours): the actor's learning rate falls from actor_lr to 0 over the run's env-step budget, so the
     # last actor stops following a critic that keeps moving. Tried against pick-place-v3's late decline (the
     # final actor below its 30k-50k peak at a constant rate): it did not remove it (README, DSRL settings)
     actor_lr_decay: str = "none"  # reference: none (a constant rate) | cosine
     critic_lr: float = 3e-4  # reference
-    temperature_lr: float = 3e-4  # reference (learned toward target_entropy); 0: α stays at init_temperature
-    batch_size: int = 256  # reference
+    # 0: α stays at init_temperature. Learned (reference), α decays and the actor's success swings 0.3-0.9
+    temperature_lr: float = 0.0  # ours (CPU): reference 3e-4, learned toward target_entropy
+    batch_size: int = 128  # ours (CPU): NA decodes the base for every TD target (reference 256)
     hidden: list[int] = field(
         default_factory=lambda: [256, 256, 256]
     )  # ours (CPU): reference 3×2048 on a GPU
@@ -88,18 +90,20 @@ class DSRLConfig:
     num_critics: int = 2  # reference
     backup: str = "min"  # reference: min | mean over target heads (the actor loss combines heads alike)
     latent_bound: float = 1.0  # reference: NA uses the env bound (action_magnitude unused); SAC: ~1.5
-    init_temperature: float = 1.0  # reference (SB3 "auto")
+    init_temperature: float = 0.1  # ours (CPU): the fixed α with temperature_lr 0 (reference 1.0)
     target_entropy: float = 0.0  # reference target_ent
-    noise_critic_steps: int = 10  # reference: NA's Q^W distillation steps per update call
+    # NA: Q^W distillation steps per vector-env step (num_envs=4 transitions); cheap with the noise bank
+    noise_critic_steps: int = 16  # ours (CPU): reference 10 per 20 critic steps
     # NA: latents per state in a distillation batch. 1 (reference): Q^W(s, w) ≈ Q^A(s, π(s, w)). K > 1 (ours):
     # Q^W learns the within-state advantage (all the actor's gradient uses), not Q^A's 10× larger spread.
-    noise_critic_samples: int = 1  # reference
+    noise_critic_samples: int = 8  # ours: reference 1
     # NA: > 0 keeps a bank of that many observed states, each with K latents decoded once (the frozen base
     # never makes a chunk stale): K − 1 from N(0, I) and the one the actor played there. Distillation reads it
     # instead of decoding (85% of a CPU step), and the played latents fit Q^W where the tanh-bounded actor
     # lives, which N(0, I) alone over-rates (push-v3: predicted advantage 4.8 vs 0.8 under Q^A).
-    noise_bank: int = 0  # reference: fresh latents on replay batches
-    backup_entropy: bool = True  # reference (SB3 SAC): subtract α·log π(w'|s') in the TD target
+    noise_bank: int = 50_000  # ours: reference 0, fresh latents on replay batches
+    # Subtract α·log π(w'|s') in the TD target (SB3 SAC); a 64-d latent's entropy swamps the -1/chunk reward
+    backup_entropy: bool = False  # ours (CPU): reference true
     # Which next latent w' the TD target decodes. sampled (reference, SAC): w' ~ π(·|s'), so the critics value the
     # stochastic actor. mean (ours): the acting actor's mean latent (the averaged actor when actor_tau > 0, as
     # TD3's target actor), so the critics value the policy that evaluation, `best` and deployment run; with
@@ -113,7 +117,7 @@ class DSRLConfig:
     # exploration stays with the trained actor. The trained actor follows a critic that keeps moving, so its
     # success swings between evaluations (push-v3: 0.88-0.98 over the last 30k env steps of a 100k run,
     # final 0.84-0.89 vs best 0.92-0.96); the average holds what the recent actors share.
-    actor_tau: float = 0.0  # reference: none, the last trained actor acts
+    actor_tau: float = 0.002  # ours: about the last 500 actor steps (reference 0: the trained actor acts)
     # The actor and critics read the observations the base's own normaliser maps min-max to [-1, 1] (its low-dim
     # keys; other keys, e.g. an embedding or a privileged state it does not read, stay raw). The reference's
     # DPPO env wrapper hands SB3 observations normalised with the base's normalization.npz. Raw Meta-World
@@ -622,8 +626,16 @@ def _centred(q: torch.Tensor, k: int) -> torch.Tensor:
 
 
 # ================================================================================================ running
+@dataclass
 class DSRLRunConfig(OnlineRunConfig):
     """The shared online loop's knobs (``policies.steering.loop``), with DSRL's defaults."""
+
+    # a cost in [-1, 0] per chunk, sum of (r / reward_scale - 1) / Ta: ending never hurts
+    reward: str = (
+        "shaped"  # ours: reference -1 per env step, summed over the chunk (run.reward=sparse: -1 per chunk)
+    )
+    # NA with offline=<demos.hdf5>: share of every batch from the demonstrations
+    offline_ratio: float = 0.25  # ours: reference load_offline_data pre-fills the one replay, off by default
 
 
 class LatentPlanner:
@@ -656,10 +668,26 @@ class SteeredPolicy(ChunkPolicy):
         self.agent = agent
 
 
+# What a field meant before it was saved: the dataclass defaults of the code that wrote checkpoints lacking
+# it (the reference's, before the CLI's values became the defaults), and raw observations before normalize_obs.
+SAVED_BEFORE: dict[str, Any] = {
+    "gamma": 0.99,
+    "tau": 0.005,
+    "temperature_lr": 3e-4,
+    "batch_size": 256,
+    "init_temperature": 1.0,
+    "noise_critic_steps": 10,
+    "noise_critic_samples": 1,
+    "actor_tau": 0.0,
+    "backup_entropy": True,
+    "normalize_obs": False,
+}
+
+
 def acting_config(saved: dict[str, Any]) -> DSRLConfig:
     """The DSRLConfig a checkpoint's saved ``dsrl`` dict acts with: no distillation bank (acting needs none), and
-    raw observations where it predates ``normalize_obs`` (its actor was trained on them)."""
-    return DSRLConfig(**{"normalize_obs": False, **saved, "noise_bank": 0})
+    a field it predates as the code that wrote it had it (:data:`SAVED_BEFORE`: no averaged actor, raw obs)."""
+    return DSRLConfig(**{**SAVED_BEFORE, **saved, "noise_bank": 0})
 
 
 def load_steered_policy(

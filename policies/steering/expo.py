@@ -38,7 +38,15 @@ from robosteer.policies.rl import (
 )
 from robosteer.policies.rl.nets import optimizer_step
 from robosteer.policies.steering.embedding import EMBED_KEY, BaseEmbedding, TrainableEmbedding
-from robosteer.policies.steering.loop import Flags, Obs, OnlineLearner, Sampler, load_run, run_online
+from robosteer.policies.steering.loop import (
+    Flags,
+    Obs,
+    OnlineLearner,
+    OnlineRunConfig,
+    Sampler,
+    load_run,
+    run_online,
+)
 
 POLICIES = ("otf", "sac")
 ACTIONS = ("chunk", "single")
@@ -54,11 +62,13 @@ class EXPOConfig:
 
     policy: str = "otf"  # reference; otf: EXPO (base + edit + on-the-fly argmax) | sac: RLPD's Gaussian actor
     action: str = "chunk"  # ours: the executed Ta-step chunk is one MDP action | single: one step (reference)
-    num_samples: int = 8  # reference: N base samples per state (scripts: 8; config default 32)
-    num_edits: int = 8  # reference: M of them edited once each (0: best-of-N, no edit network)
-    # β (robomimic 0.05, pen 0.7); 0: best-of-N; None: robosteer-steer looks it up per task (edit_scales)
-    edit_scale: float | None = 0.05  # reference (robomimic/mimicgen scripts)
-    gamma: float = 0.99  # reference: discount per MDP transition (one env step)
+    # N base samples per state, M of them edited once each (0: best-of-N, no edit network); every TD target
+    # decodes N base samples (reference scripts: 8 and 8; config default 32)
+    num_samples: int = 4  # ours (CPU): reference 8
+    num_edits: int = 4  # ours (CPU): reference 8
+    # β (robomimic 0.05, pen 0.7; the reference sets it per script); 0: best-of-N
+    edit_scale: float = 0.05  # reference (robomimic/mimicgen scripts)
+    gamma: float = 0.95  # ours (CPU): per MDP transition, a chunk of Ta=8 steps (reference 0.99 per step)
     tau: float = 0.005  # reference: Polyak rate of the target critic (per critic step)
     base_ema: float = 0.001  # reference (tau_actor): Polyak rate of the EMA base (acting/eval), per base step
     critic_lr: float = 3e-4  # reference
@@ -66,7 +76,7 @@ class EXPOConfig:
     temperature_lr: float = 3e-4  # reference
     base_lr: float = 3e-4  # reference: AdamW with cosine decay over base_decay_steps
     base_decay_steps: int = 3_000_000  # reference
-    batch_size: int = 256  # reference
+    batch_size: int = 128  # ours (CPU): every TD target decodes N base samples (reference 256)
     hidden: list[int] = field(default_factory=lambda: [256, 256, 256])  # reference: critics and edit actor
     activation: str = "relu"  # of the critics and the edit actor
     num_critics: int = 10  # reference
@@ -103,11 +113,8 @@ class EXPOConfig:
                 f"EXPO needs num_samples >= 1 and 0 <= num_edits <= num_samples, "
                 f"got num_samples={self.num_samples}, num_edits={self.num_edits}"
             )
-        if self.edit_scale is None or self.edit_scale < 0:
-            raise ValueError(
-                f"EXPO edit_scale={self.edit_scale} is not valid: β must be >= 0 (0: best-of-N; robosteer-steer "
-                "fills None from edit_scales)"
-            )
+        if self.edit_scale < 0:
+            raise ValueError(f"EXPO edit_scale={self.edit_scale} is not valid: β must be >= 0 (0: best-of-N)")
         Temperature.check_lr("EXPO", self.temperature_lr)
         if self.policy_updates < 1:
             raise ValueError(
@@ -149,6 +156,13 @@ def expo_target_entropy(cfg: EXPOConfig, action_dim: int) -> float:
 def _cosine(step: int, total: int) -> float:
     """optax.cosine_decay_schedule's factor: 0.5·(1 + cos(π·min(step, total)/total))."""
     return 0.5 * (1.0 + math.cos(math.pi * min(step, total) / max(total, 1)))
+
+
+@dataclass
+class EXPORunConfig(OnlineRunConfig):
+    """The shared online loop's knobs (``policies.steering.loop``), with EXPO's defaults."""
+
+    offline_ratio: float = 0.5  # reference: RLPD symmetric sampling, half of every critic batch from offline=
 
 
 class EXPO(OnlineLearner):

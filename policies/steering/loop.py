@@ -31,8 +31,11 @@ class OnlineRunConfig:
     """The online loop's knobs (per-chunk MDP; all counts in env steps unless named otherwise)."""
 
     env_steps: int = 100_000  # budget of executed env steps (chunks × steps executed)
-    warmup_chunks: int = 200  # transitions collected with the learner's warm-up action before learning
-    utd: float = 1.0  # gradient steps per collected transition (EXPO: critic steps per transition)
+    # transitions collected with the learner's warm-up action before learning (DSRL: w ~ N(0, I); EXPO: uniform
+    # random MDP actions). References: DSRL init_rollout_steps vector-env steps, EXPO 5,000 env steps
+    warmup_chunks: int = 200  # ours (CPU)
+    # gradient steps per collected transition (EXPO: critic steps per transition); reference DSRL 5, EXPO 20
+    utd: float = 2.0  # ours (CPU)
     reward: str = "sparse"  # sparse: −1 per chunk, 0 on the chunk that succeeds | dense: summed env reward
     # | shaped: the dense reward as a cost in [-1, 0] per chunk (policies.rl.offline.shaped_chunk_reward)
     reward_scale: float = 10.0  # shaped: the env's largest per-step reward (Meta-World v3: 10)
@@ -47,8 +50,10 @@ class OnlineRunConfig:
     max_minutes: float | None = None
     progress: bool = True
     logger: str = "tensorboard"  # tensorboard | wandb (W&B beside TensorBoard: scalars, eval videos, config)
-    wandb_project: str = "robosteer"
-    wandb_mode: str = "online"  # online | offline (no network; `wandb sync` uploads later) | disabled
+    wandb_project: str | None = None  # null: WANDB_PROJECT, else robosteer
+    wandb_mode: str | None = (
+        None  # null: WANDB_MODE, else online | offline (`wandb sync` uploads later) | disabled
+    )
     device: str = "cpu"  # cpu | cuda | auto: learner, replay buffers and the loop's generator live there
 
     def __post_init__(self) -> None:

@@ -74,8 +74,8 @@ class TrainConfig:
     resume: bool = False  # true: continue from <out>/checkpoints/latest (bit-exact)
     progress: bool = True
     logger: str = "tensorboard"  # tensorboard | wandb (W&B beside TensorBoard: scalars, eval videos, config)
-    wandb_project: str = "robosteer"
-    wandb_mode: str = "online"  # online | offline (no network; `wandb sync` uploads later) | disabled
+    wandb_project: str | None = None  # null: WANDB_PROJECT, else robosteer
+    wandb_mode: str | None = None  # null: WANDB_MODE, else online | offline (no network) | disabled
     device: str = "cpu"  # cpu | cuda | auto
     precision: str = "fp32"  # fp32 | bf16: autocast of the forward; weights, grads and AdamW stay fp32
     compile: bool = False  # torch.compile the loss's forward (the first steps pay for the compilation)

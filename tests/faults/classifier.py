@@ -1,4 +1,4 @@
-"""Planted faults in reward=classifier: the success classifier's labels, threshold, error rates and training
+"""Planted faults in robot_reward=classifier: the success classifier's labels, threshold, error rates and training
 (``policies/success_classifier.py``), its judge and the episode it cuts (``real/steering.py``), and the
 twin's camera for it (``scripts/steer.py``); ``python tests/faults/run.py -k classifier``."""
 
@@ -76,14 +76,14 @@ FAULTS = [
         "tests": [T_PARTS],
     },
     {
-        "name": "reward=classifier: the twin does not record the classifier's camera",
+        "name": "robot_reward=classifier: the twin does not record the classifier's camera",
         "file": "scripts/steer.py",
         "old": "        record = [judge.camera]\n",
         "new": "        record = []\n",
         "tests": [T_CLI],
     },
     {
-        "name": "reward=classifier: a resumed run trains a new classifier",
+        "name": "robot_reward=classifier: a resumed run trains a new classifier",
         "file": "scripts/steer.py",
         "old": "    if c.path or own.exists():\n",
         "new": "    if c.path:\n",

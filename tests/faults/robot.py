@@ -49,7 +49,7 @@ FAULTS = [
         "tests": ["tests/real/test_runtime.py"],
     },
     {
-        "name": "robot steering: reward=success leaves the shaped simulator reward in force",
+        "name": "robot steering: robot_reward=success leaves the shaped simulator reward in force",
         "file": "scripts/steer.py",
         "old": '        cfg.run.reward = "sparse"\n',
         "new": "        pass\n",
@@ -83,7 +83,7 @@ FAULTS += [
         "tests": [T_OPERATOR],
     },
     {
-        "name": "robot steering: under reward=operator the twin still ends episodes at its success",
+        "name": "robot steering: under robot_reward=operator the twin still ends episodes at its success",
         "file": "scripts/steer.py",
         "old": "        cfg.robot.driver.end_on_success = False",
         "new": "        cfg.robot.driver.end_on_success = True",

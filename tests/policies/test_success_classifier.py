@@ -1,4 +1,4 @@
-"""The success classifier behind reward=classifier: its frame labels, threshold and error rates against
+"""The success classifier behind robot_reward=classifier: its frame labels, threshold and error rates against
 hand-computed values, and a training run on a dataset where success is visible (policies/success_classifier.py)."""
 
 from __future__ import annotations

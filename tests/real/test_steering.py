@@ -147,7 +147,7 @@ def test_the_operator_is_asked_until_it_answers_y_or_n():
 
 def test_a_closed_terminal_stops_the_run_in_one_line():
     ask, tell, _, _ = _answers()
-    with pytest.raises(RobotSteeringError, match="reward=operator needs a person at the terminal"):
+    with pytest.raises(RobotSteeringError, match="robot_reward=operator needs a person at the terminal"):
         Operator(ask, tell)(0, {}, _episode(3))
 
 

@@ -60,7 +60,10 @@ def test_a_command_line_mistake_is_one_line_and_exit_2(command, config, args, sa
     assert says in err and err.startswith(f"{command}: error: ") and err.count("\n") == 1, err
 
 
-def test_valid_command_lines_pass(capsys) -> None:
+def test_valid_command_lines_pass(capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the inputs named below exist; the default outputs do not
+    (tmp_path / "d.hdf5").write_bytes(b"")
+    (tmp_path / "x").mkdir()
     check_overrides(
         "robosteer-train", "train", ["dataset=d.hdf5", "policy=flow", "steps=10", "optim.lr=1e-3"]
     )

@@ -50,12 +50,12 @@ def test_expert_cli_writes_metrics_and_video(tmp_path):
 
 
 def test_bad_policy_and_missing_arguments_are_clear(tmp_path):
-    res = _run("policy=replay", f"out={tmp_path}")
+    res = _run("policy=replay", f"out={tmp_path / 'a'}")
     assert res.returncode != 0 and "dataset=" in res.stderr
-    res = _run(f"out={tmp_path}")  # policy=checkpoint without checkpoint=
+    res = _run(f"out={tmp_path / 'b'}")  # policy=checkpoint without checkpoint=
     assert res.returncode != 0 and "checkpoint=" in res.stderr
-    res = _run("checkpoint=tests/fixtures/runs_fa6b6cd/dp", "device=tpu", f"out={tmp_path}")
-    assert res.returncode == 2 and "device='tpu' is not known" in res.stderr
+    res = _run("checkpoint=tests/fixtures/runs_fa6b6cd/dp", "device=tpu", f"out={tmp_path / 'c'}")
+    assert res.returncode == 2 and "device=tpu is not known" in res.stderr and not (tmp_path / "c").exists()
     assert "Traceback (most recent call last)" not in res.stderr
 
 

@@ -96,7 +96,7 @@ def test_iql_chunk_critic_and_clear_errors(data, tmp_path) -> None:
     typo = _value("algo=iql", f"dataset={a}", "+iql.expectle=0.8", f"out={tmp_path / 'bad3'}")
     assert typo.returncode != 0 and "expectle" in typo.stderr and "expectile" in typo.stderr
     device = _value("algo=iql", f"dataset={a}", "device=tpu", f"out={tmp_path / 'bad4'}")
-    assert device.returncode == 2 and "device='tpu' is not known" in device.stderr
+    assert device.returncode == 2 and "device=tpu is not known" in device.stderr
     assert "Traceback (most recent call last)" not in device.stderr
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +11,8 @@ from gymnasium import spaces
 
 from robosteer.policies import make_policy
 from robosteer.policies.rl.offline import _history, chunk_transitions
-from robosteer.policies.steering.dsrl import DSRL, DSRLConfig, SteeredPolicy
+from robosteer.policies.steering.dsrl import DSRL, SAVED_BEFORE, SteeredPolicy
+from robosteer.policies.steering.dsrl import DSRLConfig as CLIDefaults
 from robosteer.policies.steering.embedding import (
     EMBED_KEY,
     BaseEmbedding,
@@ -17,6 +20,10 @@ from robosteer.policies.steering.embedding import (
     embed_windows,
     reads_images,
 )
+
+# The hand computations below were written for the reference's values (the defaults before the CLI's became
+# them): every test builds on those, a test that means another value says so.
+DSRLConfig = partial(CLIDefaults, **{**SAVED_BEFORE, "normalize_obs": True, "noise_bank": 0})
 
 SIZE, PROPRIO, ACTION = 16, 4, 4
 
