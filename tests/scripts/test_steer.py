@@ -499,9 +499,9 @@ def test_expo_steers_a_pixel_base_through_its_frozen_embedding_then_eval_acts_fr
     trained = policy.agent.base.base  # the online copy: its denoiser moved, its encoder did not
     assert state_dict_hash(trained.model) != state_dict_hash(frozen.model)
     assert state_dict_hash(trained.obs_encoder) == state_dict_hash(frozen.obs_encoder)
-    p = _eval("expo", "eval", work)
+    p = _eval("expo", "expo_eval", work)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert json.loads((work / "eval" / "metrics.json").read_text())["episodes"] == 2
+    assert json.loads((work / "expo_eval" / "metrics.json").read_text())["episodes"] == 2
 
 
 TWIN = [
