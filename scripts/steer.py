@@ -593,7 +593,9 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         own_encoder,
     )
     agent, offline, run_loop = build(steering)
-    top = {"env_steps": int(cfg.env_steps), "seed": int(cfg.seed), "device": str(device)}  # TOP_LEVEL["run"]
+    from robosteer.scripts.schemas import TOP_LEVEL
+
+    top = {key: cfg[key] for key in TOP_LEVEL["run"]} | {"device": str(device)}  # typed once, at the top
     run_cfg = OnlineRunConfig(**OmegaConf.to_container(cfg.run, resolve=True), **top)
 
     inputs = dataclasses.replace(steering, critic=None).env_inputs()  # evaluation: the policy's inputs only
