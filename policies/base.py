@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from robosteer.policies.acting import ActionQueue
-from robosteer.policies.encoders import ObsEncoder
+from robosteer.policies.encoders import RGB_ARCHS, ObsEncoder
 from robosteer.policies.nets import ConditionalUnet1D, MLPDenoiser
 from robosteer.policies.normalizer import Normalizer
 
@@ -37,26 +37,30 @@ class PolicyConfig:
     n_action_steps: int = 8  # Ta: executed actions per plan (indices To-1 .. To-1+Ta-1 of the chunk)
     backbone: str = "mlp"  # "mlp" | "unet"
     # MLP denoiser (~1.1M params with 39-d state, To=2)
-    mlp_hidden_dim: int = 256
-    mlp_n_blocks: int = 4
+    mlp_hidden_dim: int = 256  # MLP denoiser width
+    mlp_n_blocks: int = 4  # residual FiLM blocks of the MLP denoiser
     mlp_cond_mode: str = "film"  # "film" | "concat"
     time_embed_dim: int = 128  # timestep embedding width (both backbones)
     level_embed_dim: int = 32  # per-position level embedding width (streaming only)
     # 1-D UNet (~4.7M params with these sizes)
-    unet_down_dims: tuple[int, ...] = (64, 128, 256)
-    unet_kernel_size: int = 5
-    unet_n_groups: int = 8
-    unet_cond_predict_scale: bool = True
+    unet_down_dims: tuple[int, ...] = (
+        64,
+        128,
+        256,
+    )  # channels per UNet level (diffusion_policy's: 256, 512, 1024)
+    unet_kernel_size: int = 5  # 1-D convolution kernel of the UNet
+    unet_n_groups: int = 8  # GroupNorm groups of the UNet
+    unet_cond_predict_scale: bool = True  # FiLM predicts scale and bias (diffusion_policy's), not bias only
     # observation encoders
     lowdim_hidden: tuple[int, ...] = ()  # () = identity on normalised state (diffusion_policy's choice)
-    rgb_channels: tuple[int, ...] = (32, 64, 128)
+    # ours: sized for a 2-core CPU (398 samples/s at batch 64; (32, 64, 128): 168), the CLI's since it had images
+    rgb_channels: tuple[int, ...] = (16, 32, 32)
     rgb_num_kp: int = 32
     rgb_feature_dim: int = 64
     share_rgb_encoder: bool = False
     rgb_arch: str = "small"  # "small" (sized for a 2-core CPU) | "resnet18" (diffusion_policy's, GroupNorm)
-    rgb_crop: float = (
-        1.0  # kept fraction of the image side: random crop (train), centre crop (eval); 1.0: off
-    )
+    # reference: diffusion_policy's random crop, 76 of 84 px (train), the centre crop at evaluation; 1.0: off
+    rgb_crop: float = 0.9
     image_range: str = "-1_1"  # "-1_1" | "0_1"
     # multi-task generalist: task names (task id = position) -> a learned embedding fused into the condition
     task_names: tuple[str, ...] = ()
@@ -74,7 +78,7 @@ class PolicyConfig:
         _check_choice("backbone", self.backbone, ("mlp", "unet"))
         _check_choice("mlp_cond_mode", self.mlp_cond_mode, ("film", "concat"))
         _check_choice("image_range", self.image_range, ("-1_1", "0_1"))
-        _check_choice("rgb_arch", self.rgb_arch, ("small", "resnet18"))
+        _check_choice("rgb_arch", self.rgb_arch, RGB_ARCHS)
         if not 0.0 < self.rgb_crop <= 1.0:
             raise ValueError(
                 f"rgb_crop must be the kept fraction of the image side in (0, 1], got {self.rgb_crop}"

@@ -20,13 +20,16 @@ from diffusers import DDPMScheduler
 
 from robosteer.policies.base import GenerativePolicy, PolicyConfig, _check_choice
 
+SCHEDULERS = ("ddim", "ddpm")
+PREDICTION_TYPES = ("epsilon", "sample", "v_prediction")
+
 
 @dataclass
 class DiffusionConfig(PolicyConfig):
     """Diffusion-specific hyperparameters (defaults: the design card's CPU calibration)."""
 
-    num_train_timesteps: int = 100
-    num_inference_steps: int = 10
+    num_train_timesteps: int = 100  # DDPM noise levels in training
+    num_inference_steps: int = 10  # DDIM steps per sampled chunk
     scheduler: str = "ddim"  # sampler when no noise is given: "ddim" | "ddpm"
     beta_schedule: str = "squaredcos_cap_v2"
     beta_start: float = 1e-4  # used by "linear" / "scaled_linear" schedules
@@ -47,8 +50,8 @@ class DiffusionConfig(PolicyConfig):
             raise ValueError(f"prefix_train_prob must be in [0, 1], got {self.prefix_train_prob}")
         if not 0 <= self.prefix_max < self.horizon:
             raise ValueError(f"prefix_max must be in [0, horizon={self.horizon}), got {self.prefix_max}")
-        _check_choice("scheduler", self.scheduler, ("ddim", "ddpm"))
-        _check_choice("prediction_type", self.prediction_type, ("epsilon", "sample", "v_prediction"))
+        _check_choice("scheduler", self.scheduler, SCHEDULERS)
+        _check_choice("prediction_type", self.prediction_type, PREDICTION_TYPES)
         _check_choice("beta_schedule", self.beta_schedule, ("linear", "scaled_linear", "squaredcos_cap_v2"))
         if not 1 <= self.num_inference_steps <= self.num_train_timesteps:
             raise ValueError(

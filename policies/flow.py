@@ -20,6 +20,8 @@ import torch.nn.functional as F
 
 from robosteer.policies.base import GenerativePolicy, PolicyConfig, _check_choice
 
+TIME_SAMPLINGS = ("uniform", "beta")
+
 
 @dataclass
 class FlowConfig(PolicyConfig):
@@ -32,7 +34,7 @@ class FlowConfig(PolicyConfig):
 
     def validate(self) -> None:
         super().validate()
-        _check_choice("time_sampling", self.time_sampling, ("uniform", "beta"))
+        _check_choice("time_sampling", self.time_sampling, TIME_SAMPLINGS)
         if self.num_inference_steps < 1:
             raise ValueError("num_inference_steps must be >= 1")
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+LR_SCHEDULERS = ("cosine", "linear", "constant")  # after a linear warm-up
+
 
 def lr_lambda(name: str, warmup_steps: int, total_steps: int) -> Callable[[int], float]:
     """LR multiplier: linear warm-up, then cosine / linear decay to 0 at ``total_steps``, or constant.
 
     Same curves as diffusers' ``get_scheduler`` (cosine with half a period), without importing diffusers.
     """
-    if name not in ("cosine", "linear", "constant"):
+    if name not in LR_SCHEDULERS:
         raise ValueError(f"lr_scheduler={name!r}: expected one of ['cosine', 'linear', 'constant']")
 
     def fn(step: int) -> float:

@@ -79,6 +79,9 @@ class LevelSchedule:
 SAMPLE_LEVELS = ("streaming", "constant")
 
 
+BUFFER_INITS = ("zero", "denoise")
+
+
 @dataclass
 class StreamingConfig(DiffusionConfig):
     """SDP hyperparameters; horizon 20 with To=2, Ta=8 gives h=2 chunks (the reference's lowdim config)."""
@@ -91,7 +94,7 @@ class StreamingConfig(DiffusionConfig):
     def validate(self) -> None:
         super().validate()
         _check_choice("scheduler", self.scheduler, ("ddim",))
-        _check_choice("buffer_init", self.buffer_init, ("zero", "denoise"))
+        _check_choice("buffer_init", self.buffer_init, BUFFER_INITS)
         _check_choice("sample_levels", self.sample_levels, SAMPLE_LEVELS)
         if self.prefix_train_prob:
             raise ValueError(

@@ -40,21 +40,21 @@ WATCHDOG_STATES = ("ok", "hold", "stop")
 class SafetyConfig:
     """Limits, each ``None`` to switch it off. Lists are per command dimension (or per position dim)."""
 
-    enabled: bool = True
+    enabled: bool = True  # false turns every limit off (NaN rejection stays): needs unsafe_ack=true
     kind: str = "delta"  # "delta" | "absolute"
     command_low: list[float] | None = None  # per-dim bounds of the command (joint limits when absolute)
-    command_high: list[float] | None = None
+    command_high: list[float] | None = None  # per-dim upper bounds of the command
     gripper_index: int | None = None  # which command dim is the gripper (bounded by gripper_low/high)
-    gripper_low: float = -1.0
-    gripper_high: float = 1.0
+    gripper_low: float = -1.0  # lowest gripper command
+    gripper_high: float = 1.0  # highest gripper command
     max_delta: float | list[float] | None = None  # per-step change of the command, per dim
     max_velocity: float | None = None  # delta: |command[pos_dims]| bound; absolute: |target - current| / dt
     pos_dims: list[int] = field(default_factory=lambda: [0, 1, 2])  # command dims that move the position
     delta_scale: float = 1.0  # delta: metres moved per unit command per step
     workspace_low: list[float] | None = None  # delta: Cartesian box for the position the command leads to
-    workspace_high: list[float] | None = None
+    workspace_high: list[float] | None = None  # delta: the Cartesian box's upper corner
     position_key: str = "state"  # obs key holding the current position (delta) / joint angles (absolute)
-    position_slice: list[int] = field(default_factory=lambda: [0, 3])
+    position_slice: list[int] = field(default_factory=lambda: [0, 3])  # [start, stop] of the position in it
     hold_after_s: float = 0.25  # watchdog: hold position when no fresh action arrived for this long
     stop_after_s: float = 1.0  # watchdog: stop the arm after this long
 

@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from robosteer.scripts.common import CONFIG_DIR, UsageError, debug
-from robosteer.scripts.schemas import EVAL_SOURCES, RENAMED
+from robosteer.scripts.schemas import ECHOES, EVAL_SOURCES, RENAMED, TO_ENVIRONMENT
 
 # Counts that must be at least one (a run that does nothing is a mistake, not a result).
 POSITIVE = {
@@ -37,8 +37,22 @@ USER_KEYS = {"policy_source": "policy"}
 GROUP_OPTIONS = {
     ("eval", "policy"): tuple(EVAL_SOURCES),
     ("steer", "algo"): ("dsrl", "expo"),
+    ("deploy", "robot"): ("ros2", "sim_twin", "ur"),  # robot=none is steer's simulation-only default
     ("value", "algo"): ("calql", "iql"),
 }
+# Keys that exist only in a context, composed only there (robot=..., a served base, base=scratch): each config
+# file that holds them and the words naming the context, so a key typed outside it says where it belongs.
+CONTEXTS = {
+    "steer": {
+        "steer_robot.yaml": "a run on a robot (robot=sim_twin | ur | ros2)",
+        "base_kind/served.yaml": "a served base (base=ws://HOST:PORT)",
+        "base_kind/scratch.yaml": "base=scratch",
+    }
+}
+# Config groups chosen inside a context's file, not in the command's own defaults list: {command: {group: pick}}.
+NESTED_GROUPS = {"steer": {"learner": "local"}}
+# Groups the command chooses itself from another key's value (cli.implied): never typed.
+IMPLIED_GROUPS = {"steer": ("base_kind",)}
 _ABSENT = object()
 
 
@@ -46,21 +60,92 @@ class CliError(ValueError):
     """One line for the user: what, where, nearest valid choice."""
 
 
-def check_overrides(command: str, config_name: str, args: list[str]) -> None:
+def check_overrides(command: str, config_name: str, args: list[str]) -> list[str]:
     """Register the structured configs, then compose ``config_name`` with ``args`` as the command will; on a
-    mistake print one line and exit 2."""
+    mistake print one line and exit 2. Returns the group picks the command adds (:func:`implied`)."""
     from robosteer.scripts import schemas
     from robosteer.scripts.guards import check_all
 
     schemas.register(eval_sources=config_name == "eval")
+    extra = implied(config_name, args)
     if any(a.startswith("-") for a in args):
-        return
+        return extra
     try:
-        cfg = _compose(config_name, args) if debug() else problems(config_name, args)
+        for arg in args:
+            if arg.partition("=")[0].lstrip("+~") in IMPLIED_GROUPS.get(config_name, ()):
+                raise CliError(
+                    f"{arg!r}: this choice follows from base= (ws://HOST:PORT or scratch), not typed"
+                )
+        full = args + extra
+        cfg = _compose(config_name, full) if debug() else problems(config_name, full)
         check_all(config_name, cfg)
     except (CliError, UsageError) as err:
         print(f"{command}: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
+    return extra
+
+
+# Groups composed by another choice (robot=... brings on_robot, obs=... train_obs): never typed.
+DERIVED_GROUPS = ("on_robot", "train_obs", "base_kind")
+
+
+def accepted_groups(config_name: str, args: list[str]) -> dict[str, list[str]]:
+    """{group: its options} the command takes in this case (robot=... adds learner=): what --help lists."""
+    picks = _defaults(config_name)
+    on_robot = any(a.startswith("robot=") and a != "robot=none" for a in args)
+    nested = NESTED_GROUPS.get(config_name, {})
+    return {
+        g: list(GROUP_OPTIONS.get((config_name, g), _options(g)))
+        for g in picks
+        if g not in DERIVED_GROUPS and (g not in nested or on_robot)
+    }
+
+
+def implied(config_name: str, args: list[str]) -> list[str]:
+    """The config groups that follow from a value, added to the overrides: robosteer-steer's ``base=ws://...``
+    brings a served base's keys (``base_kind=served``), ``base=scratch`` the scratch actor's; any other base
+    neither, so a key that only matters elsewhere is not accepted (and not printed)."""
+    if config_name != "steer":
+        return []
+    base = next((a.partition("=")[2] for a in args if a.partition("=")[0] == "base"), "")
+    if base.startswith(("ws://", "wss://")):
+        return ["base_kind=served"]
+    return ["base_kind=scratch"] if base == "scratch" else []
+
+
+def _library_only(config_name: str, key: str) -> str | None:
+    """robosteer-train's keys sized away (scripts/schemas.py): the encoder's without cameras, and the fields the
+    command line leaves at the dataclass's value."""
+    from robosteer.scripts import schemas
+
+    if config_name != "train":
+        return None
+    group, _, leaf = key.rpartition(".")
+    if group == "policy" and leaf in schemas.ENCODER_KEYS:
+        return f"{key}= is a setting of a policy that reads cameras only (obs=pixels | image | state+image)"
+    hidden = schemas.POLICY_HIDDEN if group == "policy" else schemas.TRAIN_HIDDEN if not group else ()
+    if leaf in hidden and leaf != "backbone":
+        owner = "the policy's config (policies/)" if group == "policy" else "TrainConfig"
+        return f"{key}= is not a command-line setting: it stays {owner}'s default (set it from Python)"
+    return None
+
+
+def _context(config_name: str, key: str) -> str | None:
+    """The context (robot=..., a served base) whose file holds ``key``'s top-level name, if any."""
+    import yaml
+
+    top = key.split(".")[0]
+    for name, words in CONTEXTS.get(config_name, {}).items():
+        node = yaml.safe_load((Path(CONFIG_DIR) / name).read_text()) or {}
+        groups = {
+            str(k).lstrip("/").partition("@")[2] or str(k).lstrip("/")
+            for e in node.get("defaults", [])
+            if isinstance(e, dict)
+            for k in e
+        }
+        if top in set(node) - {"defaults"} | groups:
+            return words
+    return None
 
 
 def _nearest(word: str, choices: list[str]) -> str:
@@ -75,13 +160,13 @@ def _defaults(config_name: str) -> dict[str, str]:
     text = (Path(CONFIG_DIR) / f"{config_name}.yaml").read_text()
     entries = yaml.safe_load(text).get("defaults") or []
     picks = {
-        str(k).lstrip("/").partition("@")[0]: str(v)
+        str(k).removeprefix("optional ").lstrip("/").partition("@")[0]: str(v)
         for e in entries
         if isinstance(e, dict)
         for k, v in e.items()
     }
     groups = {p.name for p in Path(CONFIG_DIR).iterdir() if p.is_dir()}
-    return {k: v for k, v in picks.items() if k in groups}
+    return {k: v for k, v in picks.items() if k in groups} | NESTED_GROUPS.get(config_name, {})
 
 
 def _options(group: str) -> list[str]:
@@ -103,7 +188,7 @@ def _first_line(err: BaseException) -> str:
     return lines[0] if lines else type(err).__name__
 
 
-def problems(config_name: str, args: list[str]) -> DictConfig:
+def problems(config_name: str, args: list[str], require: bool = True) -> DictConfig:
     """Raise :class:`CliError` for the first mistake in ``args`` (``key=value`` overrides of ``config_name``);
     return the composed config."""
     defaults, group_args, plain = _defaults(config_name), [], []
@@ -114,8 +199,16 @@ def problems(config_name: str, args: list[str]) -> DictConfig:
         (group_args if key in defaults else plain).append((arg, key, value))
         if (new := RENAMED.get(config_name, {}).get(key.lstrip("+"))) is not None:
             raise CliError(f"{key}= is now {new}= (one name per setting): use {new}={value}")
+        if (group := ECHOES.get(config_name, {}).get(key)) is not None:
+            raise CliError(f"{key}= records the choice {group}=: choose it with {group}={value}")
+        if (var := TO_ENVIRONMENT.get(config_name, {}).get(key.lstrip("+"))) is not None:
+            raise CliError(
+                f"{key}= is W&B's own {var} (one name per setting): run {var}={value} robosteer-..."
+            )
     for _, key, value in group_args:  # a config group choice: policy=flow, algo=expo, robot=ur, ...
         options = list(GROUP_OPTIONS.get((config_name, key), _options(key)))
+        if key in NESTED_GROUPS.get(config_name, {}) and not any(k == "robot" for _, k, _ in group_args):
+            raise CliError(f"{key}= is a setting of {_context(config_name, key)} only")
         if value not in options:
             raise CliError(f"{key}={value} is not known: expected one of {options}{_nearest(value, options)}")
     try:
@@ -127,6 +220,10 @@ def problems(config_name: str, args: list[str]) -> DictConfig:
         try:
             _check_key(base, key)
         except CliError:
+            if (context := _context(config_name, key)) is not None:
+                raise CliError(f"{key}= is a setting of {context} only") from None
+            if (why := _library_only(config_name, key)) is not None:
+                raise CliError(why) from None
             owner = _owning_option(config_name, defaults, group_args, key)
             if owner is None:
                 raise
@@ -144,7 +241,7 @@ def problems(config_name: str, args: list[str]) -> DictConfig:
         default = OmegaConf.select(base, key, throw_on_missing=False)
         _check_value(key, raw, default, OmegaConf.select(cfg, key))
     missing = [k for k in OmegaConf.missing_keys(cfg) if not k.startswith("safety.")]
-    if missing:
+    if missing and require:
         k = USER_KEYS.get(missing[0], missing[0])
         raise CliError(f"missing required key: {k}=<...> (robosteer's {config_name} config has no default)")
     return cfg

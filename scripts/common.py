@@ -47,7 +47,16 @@ def console_main(command: str, config_name: str, task: Callable[[DictConfig], No
 
     from robosteer.scripts.cli import check_overrides
 
-    check_overrides(command, config_name, sys.argv[1:])
+    if {"--help", "-h"} & set(sys.argv[1:]):  # robosteer's own screen: the keys of this case, each explained
+        from robosteer.scripts.help import render
+
+        try:
+            print(render(command, config_name, sys.argv[1:]))
+        except ValueError as err:  # a mistake in the case asked about: the same one line as a run
+            print(f"{command}: error: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
+        raise SystemExit(0)
+    sys.argv[1:] = check_overrides(command, config_name, sys.argv[1:]) + sys.argv[1:]
     hydra.main(config_path=CONFIG_DIR, config_name=config_name, version_base=None)(task)()
 
 

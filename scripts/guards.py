@@ -101,7 +101,7 @@ def _wandb_key_known() -> bool:
 
 def check_logger(cfg: DictConfig) -> None:
     """``logger=wandb``: the package is installed and, online, a key is known (else W&B asks at the terminal,
-    or fails after the run has started). ``wandb_mode`` unset (null) defers to ``WANDB_MODE``."""
+    or fails after the run has started). The mode is ``WANDB_MODE`` (robosteer-value's ``wandb_mode`` first)."""
     for where in ("", "run."):
         if OmegaConf.select(cfg, f"{where}logger", default=None) != "wandb":
             continue
@@ -114,8 +114,8 @@ def check_logger(cfg: DictConfig) -> None:
         )
         if mode == "online" and not _wandb_key_known():
             raise UsageError(
-                f"logger=wandb with {where}wandb_mode=online, but no W&B key is known: run `wandb login` (or set "
-                f"WANDB_API_KEY), or log offline with {where}wandb_mode=offline (or WANDB_MODE=offline)"
+                "logger=wandb online, but no W&B key is known: run `wandb login` (or set WANDB_API_KEY), or log "
+                "offline with WANDB_MODE=offline"
             )
 
 

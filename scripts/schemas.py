@@ -25,9 +25,9 @@ def register(eval_sources: bool = False) -> None:
     store = ConfigStore.instance()
     schemas = {
         "dsrl": without(DSRLConfig, TOP_LEVEL["dsrl"]),
-        "dsrl_run": without(DSRLRunConfig, TOP_LEVEL["run"]),
+        "dsrl_run": without(DSRLRunConfig, TOP_LEVEL["run"] + LIBRARY_ONLY["run"]),
         "expo": EXPOConfig,
-        "expo_run": without(EXPORunConfig, TOP_LEVEL["run"]),
+        "expo_run": without(EXPORunConfig, TOP_LEVEL["run"] + LIBRARY_ONLY["run"]),
         "calql": CalQLConfig,
         "iql": IQLConfig,
     }
@@ -35,6 +35,8 @@ def register(eval_sources: bool = False) -> None:
         store.store(group="schema", name=name, node=node)
     store.store(group="schema", name="safety", node=safety_overrides())
     store.store(group="schema", name="train", node=train_schema())
+    for (group, name), node in policy_nodes().items():  # plain nodes: the policy keys vary by case
+        store.store(group=group, name=name, node=node)
     if eval_sources:  # robosteer-eval's policy=<source>: what is evaluated, not an architecture
         for name in EVAL_SOURCES:
             store.store(group="policy", name=name, node={"name": name})
@@ -43,12 +45,32 @@ def register(eval_sources: bool = False) -> None:
 # One name per setting: these fields are typed once, at the top level (``seed=``, not ``run.seed=``), and the
 # command hands them to the dataclass (scripts/steer.py); the nested copies are refused naming the top key.
 TOP_LEVEL = {"dsrl": ("variant",), "run": ("env_steps", "seed", "device")}
+# W&B's own environment variables name these (its convention; one name per setting): the command line has no
+# copy, the dataclass field stays for the Python API (unset: the variable, else W&B's default).
+ENV_NAMED = {"wandb_project": "WANDB_PROJECT", "wandb_mode": "WANDB_MODE"}
+LIBRARY_ONLY = {"run": tuple(ENV_NAMED)}
+# Keys a command took before that are now an environment variable: {command: {key: variable}}.
+TO_ENVIRONMENT = {
+    "steer": {f"run.{k}": v for k, v in ENV_NAMED.items()},
+    "train": dict(ENV_NAMED),
+}
 # Names a command took before, refused in one line that names today's (cli.py): {command: {old: new}}.
 RENAMED = {
     "steer": {
         **{f"{group}.{key}": key for group, keys in TOP_LEVEL.items() for key in keys},
         "reward": "robot_reward",  # who judges on a robot; run.reward is the shaping
-    }
+    },
+}
+# Keys that record a config group's choice (printed, and saved with the run): chosen with the group, never set.
+ECHOES = {
+    command: {"randomization.name": "randomization", **extra}
+    for command, extra in {
+        "train": {"policy.name": "policy", "policy.backbone": "backbone"},
+        "steer": {"robot.name": "robot"},
+        "deploy": {"robot.name": "robot"},
+        "collect": {},
+        "eval": {"policy.name": "policy"},
+    }.items()
 }
 
 
@@ -102,14 +124,82 @@ EVAL_SOURCES = ("checkpoint", "expert", "replay")
 
 
 # robosteer-train's nested groups of TrainConfig's flat fields: {group: {key: TrainConfig field}}
-TRAIN_GROUPS = {
-    "optim": {"lr": "lr", "betas": "betas", "eps": "eps", "weight_decay": "weight_decay"},
-    "ema": {
-        k: "ema" if k == "enable" else f"ema_{k}"
-        for k in ("enable", "power", "max_decay", "min_decay", "update_after_step", "inv_gamma")
-    },
+TRAIN_GROUPS = {"optim": {"lr": "lr", "weight_decay": "weight_decay"}, "ema": {"enable": "ema"}}
+# TrainConfig fields the command line leaves at the dataclass's value (the Python API sets them): the
+# reference's AdamW and EMA constants (diffusion_policy's), loader and compiler switches, W&B's variables.
+TRAIN_HIDDEN = (
+    "eval_at_end",
+    "find_unused_parameters",
+    "betas",
+    "eps",
+    *(f"ema_{k}" for k in ("power", "max_decay", "min_decay", "update_after_step", "inv_gamma")),
+    "num_workers",
+    "compile",
+    *ENV_NAMED,
+)
+
+# robosteer-train's policy keys, sized for the case at hand: a policy's own fields (configs/policy/), the
+# backbone's only for the backbone in use (backbone=mlp | unet), the image encoder's only with cameras
+# (configs/train_obs/); the rest stay the dataclass's value (the reference's constants, multi-task fields).
+BACKBONE_KEYS = {
+    "mlp": ("mlp_hidden_dim", "mlp_n_blocks"),
+    "unet": ("unet_down_dims", "unet_kernel_size", "unet_n_groups", "unet_cond_predict_scale"),
 }
-TRAIN_HIDDEN = ("eval_at_end", "find_unused_parameters")  # Python-API only
+ENCODER_KEYS = ("rgb_arch", "rgb_channels", "rgb_crop")
+POLICY_HIDDEN = (
+    "backbone",  # chosen by the backbone group
+    "mlp_cond_mode",
+    "lowdim_hidden",
+    "level_embed_dim",
+    "rgb_num_kp",
+    "rgb_feature_dim",
+    "share_rgb_encoder",
+    "image_range",
+    "task_names",
+    "task_embed_dim",
+    "beta_schedule",
+    "beta_start",
+    "beta_end",
+    "clip_sample_range",
+    "time_embed_scale",
+    "prefix_train_prob",  # training-time action conditioning: scored lower than inpainting (README, deploy)
+    "prefix_max",
+)
+# streaming: DDIM only (StreamingConfig.validate)
+POLICY_HIDDEN_FOR = {"streaming": ("scheduler",)}
+
+
+def _defaults_of(
+    cls: type, names: tuple[str, ...] | None = None, skip: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """``cls()``'s field values by name (tuples as lists, as OmegaConf holds them): a plain node whose keys
+    are the command's and whose values are the dataclass's, written nowhere else."""
+    import dataclasses
+
+    obj = cls()
+    fields = [f.name for f in dataclasses.fields(cls)] if names is None else list(names)
+    values = {n: getattr(obj, n) for n in fields if n not in skip}
+    return {n: list(v) if isinstance(v, tuple) else v for n, v in values.items()}
+
+
+def policy_nodes() -> dict[tuple[str, str], dict[str, Any]]:
+    """{(group, name): node}: ``policy_schema/<name>``, ``backbone_schema/<mlp|unet>``, ``encoder_schema/rgb``
+    (groups of their own: each lands in the ``policy`` package beside the others)."""
+    from robosteer.policies.base import PolicyConfig
+    from robosteer.policies.registry import get_policy_class
+
+    sized = {k for keys in BACKBONE_KEYS.values() for k in keys} | set(ENCODER_KEYS)
+    nodes: dict[tuple[str, str], dict[str, Any]] = {}
+    for name in ("diffusion", "flow", "streaming"):
+        skip = (*sized, *POLICY_HIDDEN, *POLICY_HIDDEN_FOR.get(name, ()))
+        nodes["policy_schema", name] = {
+            "name": name,
+            **_defaults_of(get_policy_class(name).config_class, skip=tuple(skip)),
+        }
+    for backbone, keys in BACKBONE_KEYS.items():
+        nodes["backbone_schema", backbone] = {"backbone": backbone, **_defaults_of(PolicyConfig, keys)}
+    nodes["encoder_schema", "rgb"] = _defaults_of(PolicyConfig, ENCODER_KEYS)
+    return nodes
 
 
 def train_schema() -> type:

@@ -568,12 +568,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
     critic = asymmetric_critic(cfg, task, to, keys)  # DSRL's option (configs/algo/dsrl.yaml)
     if cfg.get("robot"):  # before anything is built: what steering on a robot cannot do yet
-        check_robot_steering(cfg, algo, served, embedding)
-    elif cfg.learner.mode != "local":
-        raise UsageError(
-            f"learner={cfg.learner.mode} splits a run on a robot (robot=...) into actor and learner; "
-            "in simulation the learner trains in this process: drop learner="
-        )
+        check_robot_steering(cfg, algo, served, embedding)  # (learner= exists only with robot=: cli.py)
     build, exec_steps_of = ALGOS[algo]
     exec_steps = exec_steps_of(cfg, ta)  # env steps per MDP action
     offline_file = offline_path(cfg, algo, ckpt_dir)

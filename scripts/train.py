@@ -85,7 +85,7 @@ class SimEvaluation:
             obs=mode,
             image_size=size,
             cameras=cams,
-            vectorization=str(cfg.eval_vectorization),
+            vectorization="sync",  # the evaluation envs step in this process (robosteer-eval has the choice)
             randomization=cfg.get("randomization"),
         )
 

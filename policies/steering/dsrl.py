@@ -47,8 +47,10 @@ from robosteer.policies.steering.loop import (
 )
 
 VARIANTS = ("na", "sac")
-LATENTS = ("full", "shared")
-LR_DECAYS = ("none", "cosine")
+BACKUPS = ("min", "mean")  # over the target heads
+# Fields measured not to help and retired (docs/experiments/dsrl_settings.md keeps their rows), each with the
+# value every run kept: a saved config holding it loads without it; any other value is refused by name.
+RETIRED = {"actor_lr_decay": "none", "backup_latent": "sampled", "latent": "full"}
 # encoder_aux: standardise by at least this spread (1 cm of a Meta-World position), so an entry that barely
 # moves (a padded slot, a resting quaternion) is not blown up to unit-variance noise
 AUX_STD_FLOOR = 0.01
@@ -75,10 +77,6 @@ class DSRLConfig:
     gamma: float = 0.95  # ours (CPU): reference 0.99 per Ta=4 chunk
     tau: float = 0.02  # ours (CPU): Polyak rate of the target critic, with gamma (reference 0.005)
     actor_lr: float = 3e-4  # reference
-    # cosine (ours): the actor's learning rate falls from actor_lr to 0 over the run's env-step budget, so the
-    # last actor stops following a critic that keeps moving. Tried against pick-place-v3's late decline (the
-    # final actor below its 30k-50k peak at a constant rate): it did not remove it (README, DSRL settings)
-    actor_lr_decay: str = "none"  # reference: none (a constant rate) | cosine
     critic_lr: float = 3e-4  # reference
     # 0: α stays at init_temperature. Learned (reference), α decays and the actor's success swings 0.3-0.9
     temperature_lr: float = 0.0  # ours (CPU): reference 3e-4, learned toward target_entropy
@@ -104,14 +102,6 @@ class DSRLConfig:
     noise_bank: int = 50_000  # ours: reference 0, fresh latents on replay batches
     # Subtract α·log π(w'|s') in the TD target (SB3 SAC); a 64-d latent's entropy swamps the -1/chunk reward
     backup_entropy: bool = False  # ours (CPU): reference true
-    # Which next latent w' the TD target decodes. sampled (reference, SAC): w' ~ π(·|s'), so the critics value the
-    # stochastic actor. mean (ours): the acting actor's mean latent (the averaged actor when actor_tau > 0, as
-    # TD3's target actor), so the critics value the policy that evaluation, `best` and deployment run; with
-    # `sampled` that policy is never valued and its success drifts while the sampled one stays level (README).
-    backup_latent: str = "sampled"  # reference: sampled | mean
-    # full: one latent per (Tp, Da) noise entry | shared: one Da-vector repeated over the Tp rows (nakamotoo/
-    # dsrl_pi0: a far smaller space for the critics; check the base's success with repeated noise first)
-    latent: str = "full"  # reference (ajwagen/dsrl)
     # > 0 (ours): Polyak rate of an averaged copy of the actor, per actor step. It is the actor that acts
     # wherever the run is judged (periodic evaluation, ``best``, the checkpoint, eval and deployment);
     # exploration stays with the trained actor. The trained actor follows a critic that keeps moving, so its
@@ -133,16 +123,8 @@ class DSRLConfig:
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
             raise ValueError(f"DSRL variant {self.variant!r} is not known: expected one of {VARIANTS}")
-        if self.backup not in ("min", "mean"):
+        if self.backup not in BACKUPS:
             raise ValueError(f"DSRL backup {self.backup!r} is not known: expected 'min' or 'mean'")
-        if self.backup_latent not in ("sampled", "mean"):
-            raise ValueError(
-                f"DSRL backup_latent={self.backup_latent!r} is not known: expected 'sampled' or 'mean'"
-            )
-        if self.backup_latent == "mean" and self.backup_entropy:
-            raise ValueError(
-                "DSRL backup_latent=mean has no log-probability to back up: set backup_entropy=false"
-            )
         if self.noise_critic_samples < 1 or self.batch_size % self.noise_critic_samples:
             raise ValueError(
                 f"DSRL noise_critic_samples={self.noise_critic_samples} must be >= 1 and divide "
@@ -151,12 +133,6 @@ class DSRLConfig:
         Temperature.check_lr("DSRL", self.temperature_lr)
         if self.noise_bank < 0:
             raise ValueError(f"DSRL noise_bank={self.noise_bank} must be >= 0 (0: decode fresh latents)")
-        if self.latent not in LATENTS:
-            raise ValueError(f"DSRL latent={self.latent!r} is not known: expected one of {LATENTS}")
-        if self.actor_lr_decay not in LR_DECAYS:
-            raise ValueError(
-                f"DSRL actor_lr_decay={self.actor_lr_decay!r} is not known: expected one of {LR_DECAYS}"
-            )
         if not 0.0 <= self.actor_tau <= 1.0:
             raise ValueError(f"DSRL actor_tau={self.actor_tau} must be in [0, 1] (0: no averaged actor)")
         if self.encoder_aux < 0:
@@ -219,7 +195,7 @@ class DSRL(OnlineLearner):
         self.critic_obs_dim = int(critic_obs_dim) if critic_obs_dim is not None else self.obs_dim
         self.exec_slice = exec_slice
         self.noise_shape = tuple(base.noise_shape)  # (Tp, Da): what the base's sampler takes
-        self.latent_shape = (1, self.noise_shape[1]) if cfg.latent == "shared" else self.noise_shape
+        self.latent_shape = self.noise_shape  # one latent per (Tp, Da) noise entry, as the reference
         self.latent_dim = math.prod(self.latent_shape)
         self.exec_dim = len(range(*exec_slice.indices(self.noise_shape[0]))) * self.noise_shape[1]
         kw = {"hidden": cfg.hidden, "num_critics": cfg.num_critics, "layer_norm": True, "act": cfg.activation}
@@ -319,9 +295,8 @@ class DSRL(OnlineLearner):
         return {**obs, **self.base.embed(obs)} if isinstance(self.base, BaseEmbedding) else obs
 
     def to_noise(self, latent: torch.Tensor) -> torch.Tensor:
-        """Latent (B, latent_dim) → the base's initial noise (B, Tp, Da) (rows repeated if ``shared``)."""
-        w = latent.reshape(latent.shape[0], *self.latent_shape)
-        return w.expand(latent.shape[0], *self.noise_shape).contiguous()
+        """Latent (B, latent_dim) → the base's initial noise (B, Tp, Da)."""
+        return latent.reshape(latent.shape[0], *self.noise_shape)
 
     @torch.no_grad()
     def decode(self, obs: dict[str, torch.Tensor], latent: torch.Tensor) -> torch.Tensor:
@@ -358,10 +333,7 @@ class DSRL(OnlineLearner):
         alpha = self.temperature.alpha
 
         with torch.no_grad():
-            if cfg.backup_latent == "mean":  # (B, latent_dim): the acting actor's mean; logp2 is unused
-                w2, logp2 = self.acting_actor(s2, deterministic=True)
-            else:
-                w2, logp2 = self.actor(s2, generator=generator)
+            w2, logp2 = self.actor(s2, generator=generator)  # w' ~ π(·|s'), as SB3's SAC target
             if cfg.variant == "na":
                 a2 = self.decode(batch["next_obs"], w2).flatten(1)  # a' = π_dp(s', w')
                 q2 = self.critic_target(c2, a2)
@@ -561,14 +533,6 @@ class DSRL(OnlineLearner):
         self._played = (latent, chunk)
         return (chunk.flatten(1) if self.config.variant == "na" else latent), chunk
 
-    def set_progress(self, done: float) -> None:
-        """``actor_lr_decay=cosine``: the actor's rate at this share of the budget (a function of it alone, so a
-        resumed run sets the same rates)."""
-        if self.config.actor_lr_decay == "cosine":
-            lr = self.config.actor_lr * 0.5 * (1.0 + math.cos(math.pi * min(max(done, 0.0), 1.0)))
-            for group in self.actor_opt.param_groups:
-                group["lr"] = lr
-
     def learn(
         self, n_updates: int, n_transitions: int, sample: Sampler, generator: torch.Generator
     ) -> dict[str, float]:
@@ -684,10 +648,24 @@ SAVED_BEFORE: dict[str, Any] = {
 }
 
 
+def without_retired(saved: dict[str, Any], where: str = "the run's dsrl config") -> dict[str, Any]:
+    """``saved`` less the :data:`RETIRED` fields that hold the value every run kept; a retired field set to
+    anything else is refused in one line naming it (that run trained something this code no longer builds)."""
+    kept = dict(saved)
+    for name, old in RETIRED.items():
+        if name in kept and kept.pop(name) != old:
+            raise ValueError(
+                f"{where}: dsrl.{name}={saved[name]!r} is retired (only {old!r} is built now; "
+                "docs/experiments/dsrl_settings.md has its rows): this run cannot be loaded"
+            )
+    return kept
+
+
 def acting_config(saved: dict[str, Any]) -> DSRLConfig:
-    """The DSRLConfig a checkpoint's saved ``dsrl`` dict acts with: no distillation bank (acting needs none), and
-    a field it predates as the code that wrote it had it (:data:`SAVED_BEFORE`: no averaged actor, raw obs)."""
-    return DSRLConfig(**{**SAVED_BEFORE, **saved, "noise_bank": 0})
+    """The DSRLConfig a checkpoint's saved ``dsrl`` dict acts with: no distillation bank (acting needs none), a
+    field it predates as the code that wrote it had it (:data:`SAVED_BEFORE`: no averaged actor, raw obs), and
+    retired fields dropped (:func:`without_retired`)."""
+    return DSRLConfig(**{**SAVED_BEFORE, **without_retired(saved), "noise_bank": 0})
 
 
 def load_steered_policy(

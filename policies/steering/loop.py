@@ -41,14 +41,14 @@ class OnlineRunConfig:
     reward_scale: float = 10.0  # shaped: the env's largest per-step reward (Meta-World v3: 10)
     buffer_size: int = 500_000  # chunk transitions
     offline_ratio: float = 0.0  # share of every batch drawn from the offline demonstrations
-    eval_every: int = 10_000
-    eval_episodes: int = 50
-    checkpoint_every: int = 10_000
+    eval_every: int = 10_000  # env steps between evaluations of the acting policy (0: only at the end)
+    eval_episodes: int = 50  # episodes per evaluation (eval_envs at a time)
+    checkpoint_every: int = 10_000  # env steps between saves of checkpoints/latest (resume=true continues)
     keep_every: int = 0  # > 0: keep checkpoints/history/<env step> at the first save past each multiple
-    log_every: int = 1_000
-    seed: int = 0
-    max_minutes: float | None = None
-    progress: bool = True
+    log_every: int = 1_000  # env steps between logged scalars (TensorBoard, W&B, the console)
+    seed: int = 0  # seeds the envs, the networks and every draw: the run is reproducible from it
+    max_minutes: float | None = None  # wall-time budget: stops with a checkpoint (null: none)
+    progress: bool = True  # a progress bar on the terminal
     logger: str = "tensorboard"  # tensorboard | wandb (W&B beside TensorBoard: scalars, eval videos, config)
     wandb_project: str | None = None  # null: WANDB_PROJECT, else robosteer
     wandb_mode: str | None = (
@@ -127,9 +127,6 @@ class OnlineLearner(nn.Module, ABC):
     def features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Flattened low-dim observation history: {key: (B, To, D)} → (B, To·ΣD)."""
         return flat_features(obs, self.obs_keys)
-
-    def set_progress(self, done: float) -> None:
-        """The share of the run's env-step budget done, told before every :meth:`learn` (schedules read it)."""
 
     def observe(self, obs: Obs, chunk: torch.Tensor, steps: Flags, done: Flags, success: Flags) -> None:
         """Every collected transition (executed steps per row, episode ends, ends in success)."""
@@ -442,7 +439,6 @@ class OnlineRun:
 
         counters = self.counters
         n_updates = owed_updates(counters, self.cfg.utd, new_transitions)
-        self.learner.set_progress(counters["env_steps"] / self.cfg.env_steps)
         self.info.update(self.learner.learn(n_updates, new_transitions, self.sample, self.gen))
         # a NaN/inf loss stops the run here, before any save: checkpoints/latest stays the last good one
         self.run.check(losses(self.info), counters["env_steps"])

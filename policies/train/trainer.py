@@ -43,14 +43,14 @@ PRECISIONS = ("fp32", "bf16")
 class TrainConfig:
     """Every hyperparameter of the imitation loop (``batch_size`` is per process)."""
 
-    steps: int = 20_000
+    steps: int = 20_000  # gradient steps (the LR schedule spans them)
     batch_size: int = 256  # per process
-    lr: float = 3e-4
+    lr: float = 3e-4  # AdamW learning rate (diffusion_policy's)
     betas: tuple[float, float] = (0.95, 0.999)
     eps: float = 1e-8
-    weight_decay: float = 1e-6
+    weight_decay: float = 1e-6  # AdamW weight decay (diffusion_policy's)
     lr_scheduler: str = "cosine"  # cosine | linear | constant (all after a linear warm-up)
-    lr_warmup_steps: int = 500
+    lr_warmup_steps: int = 500  # linear warm-up before the schedule
     grad_clip_norm: float | None = 10.0  # None or <= 0: no clipping (the norm is still logged)
     # ours: std of i.i.d. N(0, σ²) noise added to every demonstrated action of a batch (env units), clipped to
     # the demos' action range. Clean demos give a base whose chunk hardly depends on its noise, which leaves
@@ -64,7 +64,7 @@ class TrainConfig:
     ema_inv_gamma: float = 1.0
     seed: int = 0  # seeds init, data order and training noise (rank r uses seed + r)
     num_workers: int = 0  # DataLoader workers (an in-memory dataset: 0 is usually fastest)
-    log_every: int = 50
+    log_every: int = 50  # steps between logged scalars
     checkpoint_every: int = 1000  # checkpoints/latest
     keep_every: int = 0  # > 0: keep checkpoints/history/<step> at the first save past each multiple
     eval_every: int = 0  # 0: evaluate only at the end
@@ -72,7 +72,7 @@ class TrainConfig:
     max_minutes: float | None = None  # wall-time budget of the training loop; stops with a checkpoint
     stop_at_step: int | None = None  # stop (with a checkpoint) here; the LR schedule still spans `steps`
     resume: bool = False  # true: continue from <out>/checkpoints/latest (bit-exact)
-    progress: bool = True
+    progress: bool = True  # a progress bar on the terminal
     logger: str = "tensorboard"  # tensorboard | wandb (W&B beside TensorBoard: scalars, eval videos, config)
     wandb_project: str | None = None  # null: WANDB_PROJECT, else robosteer
     wandb_mode: str | None = None  # null: WANDB_MODE, else online | offline (no network) | disabled

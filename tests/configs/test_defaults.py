@@ -16,7 +16,7 @@ from robosteer.policies.steering.expo import EXPOConfig, EXPORunConfig
 from robosteer.policies.value.calql import CalQLConfig
 from robosteer.policies.value.iql import IQLConfig
 from robosteer.scripts.cli import CliError, _compose, problems
-from robosteer.scripts.schemas import RENAMED, TOP_LEVEL
+from robosteer.scripts.schemas import LIBRARY_ONLY, RENAMED, TOP_LEVEL
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 # (command, overrides, {config node: dataclass}) for every algorithm a command composes
@@ -34,6 +34,9 @@ def _resolved(cfg, node: str, cls: type) -> dict:
     for key in TOP_LEVEL.get(node, ()):
         assert key not in values, f"{node}.{key} is a second name of the top-level {key}"
         values[key] = cfg[key]
+    for key in LIBRARY_ONLY.get(node, ()):  # W&B's variables: no command-line copy, the field's default stands
+        assert key not in values, f"{node}.{key} is W&B's own variable, not a command-line key"
+        values[key] = getattr(cls(), key)
     return values
 
 

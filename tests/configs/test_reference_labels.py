@@ -65,14 +65,12 @@ REFERENCE: dict[str, dict[str, object]] = {
         "variant": "na",
         "critic_obs": "policy",  # SB3 SAC: actor and critics share the observation (no privileged critic)
         "actor_lr": 3e-4,
-        "actor_lr_decay": "none",  # train_dsrl.py passes learning_rate=actor_lr, a float: SB3 keeps it constant
         "critic_lr": 3e-4,
         "activation": "tanh",
         "num_critics": 2,
         "backup": "min",
         "latent_bound": 1.0,
         "target_entropy": 0.0,
-        "latent": "full",
         "gamma": 0.99,
         "tau": 0.005,
         "temperature_lr": 3e-4,
@@ -83,7 +81,6 @@ REFERENCE: dict[str, dict[str, object]] = {
         "noise_bank": 0,
         "actor_tau": 0.0,  # no averaged actor (the SB3 fork evaluates its trained actor)
         "backup_entropy": True,
-        "backup_latent": "sampled",  # SB3 SAC's target samples the next action from the actor
         "normalize_obs": True,  # DPPO's env wrapper min-max normalises observations with the base's stats
     },
     "expo": {

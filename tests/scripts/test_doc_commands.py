@@ -17,6 +17,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from robosteer.scripts.cli import implied
 from robosteer.scripts.common import CONFIG_DIR
 from robosteer.scripts.dataset import peel_command
 from robosteer.scripts.deploy import cli_overrides
@@ -81,5 +82,6 @@ def test_the_docs_show_every_command() -> None:
 def test_documented_command_resolves_as_written(where: str, command: str, args: list[str]) -> None:
     name, argv = COMMANDS[command]
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        cfg = compose(config_name=name, overrides=argv(args))
+        given = argv(args)
+        cfg = compose(config_name=name, overrides=implied(name, given) + given)  # as the command adds them
     OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)  # interpolations resolve too

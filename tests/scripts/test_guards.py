@@ -132,7 +132,7 @@ def test_cuda_available_reads_the_torch_build_without_importing_it() -> None:
 
 
 @pytest.mark.parametrize(("command", "where"), [("train", ""), ("value", ""), ("steer", "run.")])
-def test_wandb_online_without_a_key_is_refused_and_wandb_mode_defers_to_the_environment(
+def test_wandb_online_without_a_key_is_refused_and_the_mode_is_wandbs_own_variable(
     command: str, where: str, work: Path, capsys, monkeypatch
 ) -> None:
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
@@ -140,14 +140,17 @@ def test_wandb_online_without_a_key_is_refused_and_wandb_mode_defers_to_the_envi
     monkeypatch.setenv("NETRC", str(work / "no-netrc"))
     args = [*WRITERS[command], f"{where}logger=wandb"]
     err = _refused(command, args, capsys)
-    assert "no W&B key is known" in err and "wandb login" in err and f"{where}wandb_mode=offline" in err
-    monkeypatch.setenv(
-        "WANDB_MODE", "offline"
-    )  # W&B's own convention, honoured while robosteer's key is unset
+    assert "no W&B key is known" in err and "wandb login" in err and "WANDB_MODE=offline" in err
+    monkeypatch.setenv("WANDB_MODE", "offline")  # W&B's own convention
     check_overrides(f"robosteer-{command}", command, args)
-    _refused(command, [*args, f"{where}wandb_mode=online"], capsys)  # robosteer's key, when set, wins
-    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
-    check_overrides(f"robosteer-{command}", command, [*args, f"{where}wandb_mode=online"])
+    if command == "value":  # robosteer-value still has its own key, which wins when set
+        _refused(command, [*args, "wandb_mode=online"], capsys)
+        monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+        check_overrides(f"robosteer-{command}", command, [*args, "wandb_mode=online"])
+    else:  # one name per setting: the command line has no copy of W&B's variables
+        for key, var in (("wandb_mode", "WANDB_MODE"), ("wandb_project", "WANDB_PROJECT")):
+            err = _refused(command, [*args, f"{where}{key}=x"], capsys)
+            assert f"{where}{key}= is W&B's own {var}" in err and f"run {var}=x" in err
 
 
 @pytest.mark.parametrize(("key", "value"), [("dataset", "missing.hdf5"), ("base", "runs/nope")])

@@ -705,7 +705,7 @@ def test_reward_classifier_reports_its_errors_first_and_pays_its_first_success_f
             ["robot=sim_twin", "learner=ray", "learner.weights_every=0"],
             "learner.weights_every=0 is not valid",
         ),
-        (["learner=ray"], "learner=ray splits a run on a robot (robot=...) into actor and learner"),
+        (["learner=ray"], "learner= is a setting of a run on a robot (robot=sim_twin | ur | ros2) only"),
     ],
 )
 def test_steering_on_a_robot_refuses_what_it_cannot_do_in_one_line(setup, extra, message):

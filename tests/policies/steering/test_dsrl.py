@@ -129,26 +129,6 @@ def test_zero_initialised_deterministic_actor_reproduces_base_chunk_for_zero_noi
     assert torch.equal(chunk, base.sample(obs, noise=torch.zeros(5, 4, 2))[:, 1:3])
 
 
-@pytest.mark.parametrize("variant", ["na", "sac"])
-def test_shared_latent_is_one_action_sized_vector_repeated_over_the_horizon(variant):
-    class Affine(nn.Module):
-        noise_shape = (4, 2)
-
-        def sample(self, obs, noise=None):
-            return 0.5 * noise + torch.arange(4.0).view(1, 4, 1)
-
-    base = Affine()
-    cfg = DSRLConfig(variant=variant, latent="shared", hidden=[16])
-    agent = DSRL(base, obs_dim=6, exec_slice=slice(1, 3), config=cfg)
-    assert agent.latent_dim == 2 and agent.exec_dim == 4
-    assert agent.actor(torch.randn(3, 6))[0].shape == (3, 2)
-    w = torch.tensor([[0.3, -0.7]])
-    want = base.sample(None, noise=w.view(1, 1, 2).repeat(1, 4, 1))[:, 1:3]
-    assert torch.equal(agent.decode({"state": torch.zeros(1, 2, 3)}, w), want)
-    with pytest.raises(ValueError, match="latent='rows'"):
-        DSRLConfig(latent="rows")
-
-
 @pytest.mark.parametrize("variant,bound", [("na", 1.0), ("sac", 1.5)])
 def test_every_latent_is_inside_the_bound(variant, bound):
     agent = DSRL(
@@ -293,24 +273,20 @@ def test_temperature_lr_zero_keeps_alpha_fixed_and_a_negative_one_is_refused():
         DSRLConfig(temperature_lr=-0.1)
 
 
-@pytest.mark.parametrize(
-    "decay, wanted", [("cosine", [3e-4, 1.5e-4, 0.0, 0.0]), ("none", [3e-4, 3e-4, 3e-4, 3e-4])]
-)
-def test_actor_lr_decay_sets_the_actors_rate_from_the_share_of_the_budget_done(decay, wanted):
-    """``actor_lr_decay=cosine``: actor_lr · (1 + cos(π·done)) / 2, at 0, half, all and past the budget; the
-    critics' rates never move; ``none`` keeps actor_lr."""
-    cfg = DSRLConfig(variant="sac", hidden=[16], batch_size=16, actor_lr_decay=decay)
-    agent = DSRL(SignBase(), obs_dim=2, exec_slice=slice(0, 1), config=cfg)
-    rates = []
-    for done in (0.0, 0.5, 1.0, 1.2):
-        agent.set_progress(done)
-        rates.append(agent.actor_opt.param_groups[0]["lr"])
-        assert agent.critic_opt.param_groups[0]["lr"] == cfg.critic_lr
-    assert rates == pytest.approx(wanted, abs=1e-12)
-    with pytest.raises(
-        ValueError, match=r"actor_lr_decay='linear' is not known: expected one of \('none', 'cosine'\)"
-    ):
-        DSRLConfig(actor_lr_decay="linear")
+def test_a_saved_config_drops_retired_fields_at_their_old_value_and_refuses_any_other():
+    """Runs written before actor_lr_decay, backup_latent and latent were retired saved them: at the value every
+    run kept they are dropped (the run loads); any other value names the field (that run cannot be rebuilt)."""
+    from robosteer.policies.steering.dsrl import RETIRED, acting_config, without_retired
+
+    saved = {"gamma": 0.9, "actor_lr_decay": "none", "backup_latent": "sampled", "latent": "full"}
+    assert without_retired(saved) == {"gamma": 0.9}
+    assert acting_config(saved).gamma == 0.9
+    assert set(RETIRED) == {"actor_lr_decay", "backup_latent", "latent"}
+    for name, other in (("actor_lr_decay", "cosine"), ("backup_latent", "mean"), ("latent", "shared")):
+        with pytest.raises(ValueError, match=rf"dsrl\.{name}='{other}' is retired \(only '{RETIRED[name]}'"):
+            without_retired({**saved, name: other}, where="runs/x")
+    with pytest.raises(TypeError, match="latent"):
+        DSRLConfig(latent="full")  # no longer a field: the library refuses it too
 
 
 def test_averaged_actor_is_a_polyak_average_that_acts_where_the_run_is_judged():

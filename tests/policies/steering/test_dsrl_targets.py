@@ -74,22 +74,15 @@ def _params(critic: LinearCritic) -> tuple[torch.Tensor, ...]:
     return tuple(p.detach().clone() for p in (critic.u, critic.v, critic.c))
 
 
-def _noise(latent: torch.Tensor, latent_mode: str) -> torch.Tensor:
-    """Hand latent → base noise (B, Tp, Da): full reshapes, shared repeats one Da-vector over the Tp rows."""
-    if latent_mode == "shared":
-        return latent.reshape(-1, 1, DA).repeat(1, TP, 1)
-    return latent.reshape(-1, TP, DA)
-
-
-def _decode(state: torch.Tensor, latent: torch.Tensor, latent_mode: str) -> torch.Tensor:
-    """Hand decode of the executed chunk, flattened (B, Ta·Da)."""
-    noise = _noise(latent, latent_mode)
+def _decode(state: torch.Tensor, latent: torch.Tensor) -> torch.Tensor:
+    """Hand decode of the executed chunk, flattened (B, Ta·Da): the latent is the base's (Tp, Da) noise."""
+    noise = latent.reshape(-1, TP, DA)
     rows = 0.1 * torch.arange(TP, dtype=torch.float32).view(1, TP, 1)
     chunk = 0.5 * noise + state[:, -1, :DA].unsqueeze(1) + rows
     return chunk[:, EXEC].flatten(1)
 
 
-def _agent(variant: str = "na", latent: str = "full", **cfg_kw) -> DSRL:
+def _agent(variant: str = "na", **cfg_kw) -> DSRL:
     """A DSRL on the affine base with planted linear critics, a constant actor and SGD everywhere but the actor."""
     cfg = DSRLConfig(
         variant=variant,
@@ -97,7 +90,6 @@ def _agent(variant: str = "na", latent: str = "full", **cfg_kw) -> DSRL:
         tau=TAU,
         hidden=[8],
         num_critics=3,
-        latent=latent,
         latent_bound=1.0 if variant == "na" else 1.5,
         init_temperature=ALPHA0,
         target_entropy=TARGET_ENT,
@@ -142,14 +134,11 @@ def _state(n: int, seed: int) -> torch.Tensor:
 @pytest.mark.parametrize("variant", ["na", "sac"])
 @pytest.mark.parametrize("backup", ["min", "mean"])
 @pytest.mark.parametrize("backup_entropy", [True, False])
-@pytest.mark.parametrize("latent", ["full", "shared"])
-def test_update_td_target_critic_actor_temperature_and_polyak_by_hand(
-    variant, backup, backup_entropy, latent
-):
+def test_update_td_target_critic_actor_temperature_and_polyak_by_hand(variant, backup, backup_entropy):
     """One ``update``: y = r + (1−d)·γ·[reduce_i Q^targ_i(s', a'(w')) − α·log π(w'|s')] with a' = π_dp(s', w')
     (NA) or w' itself (SAC), the critic's 0.5·Σ_i MSE and its SGD step, the Polyak target, the actor loss
     mean(α·log π(w̃|s) − reduce_i Q_i(s, w̃)) (Q^W for NA, the just-stepped Q for SAC), the temperature step."""
-    agent = _agent(variant, latent, backup=backup, backup_entropy=backup_entropy)
+    agent = _agent(variant, backup=backup, backup_entropy=backup_entropy)
     b = 4
     obs, nxt = _state(b, 10), _state(b, 11)
     reward = torch.tensor([-1.0, 0.0, -1.0, -0.5])
@@ -171,7 +160,7 @@ def test_update_td_target_critic_actor_temperature_and_polyak_by_hand(
     eps2 = torch.randn(b, agent.latent_dim, generator=draws)
     eps1 = torch.randn(b, agent.latent_dim, generator=draws)
     w2, logp2 = _actor_draw(agent, eps2)
-    x2 = _decode(nxt, w2, latent) if variant == "na" else w2
+    x2 = _decode(nxt, w2) if variant == "na" else w2
     q2 = _reduce(_q(target0, s2, x2), backup)
     if backup_entropy:
         q2 = q2 - ALPHA0 * logp2
@@ -200,55 +189,6 @@ def test_update_td_target_critic_actor_temperature_and_polyak_by_hand(
     assert agent.temperature.log_alpha.item() == pytest.approx(want_log_alpha, rel=1e-5)
 
 
-@pytest.mark.parametrize("variant", ["na", "sac"])
-@pytest.mark.parametrize("averaged", [False, True])
-def test_mean_backup_latent_values_the_acting_actors_mean_by_hand(variant, averaged):
-    """``backup_latent=mean``: y = r + (1−d)·γ·min_i Q^targ_i(s', a'(w')) with w' = M·tanh(m'), the mean of
-    the actor that acts (the averaged one when ``actor_tau`` > 0, else the trained one), no draw at s' and no
-    entropy; the actor's w̃ at s is then the generator's first draw."""
-    agent = _agent(variant, backup_latent="mean", backup_entropy=False, actor_tau=0.3 if averaged else 0.0)
-    m_acting = torch.linspace(-0.6, 0.7, agent.latent_dim)
-    if averaged:  # an averaged actor whose mean differs from the trained one's
-        m_acting = torch.linspace(0.8, -0.4, agent.latent_dim)
-        with torch.no_grad():
-            agent.actor_avg.mean.weight.zero_()
-            agent.actor_avg.mean.bias.copy_(m_acting)
-    b = 4
-    obs, nxt = _state(b, 20), _state(b, 21)
-    reward, done = torch.tensor([-1.0, -0.2, 0.0, -1.0]), torch.tensor([0.0, 0.0, 1.0, 0.0])
-    taken_dim = agent.exec_dim if variant == "na" else agent.latent_dim
-    taken = torch.randn(b, taken_dim, generator=torch.Generator().manual_seed(22)).clamp(-1.0, 1.0)
-    batch = {"obs": {"state": obs}, "next_obs": {"state": nxt}, "reward": reward, "done": done}
-    batch["action" if variant == "na" else "latent"] = taken
-    gen = torch.Generator().manual_seed(7)
-    draws = torch.Generator().set_state(gen.get_state())
-    target0 = _params(agent.critic_target)
-    qw = _params(agent.noise_critic) if variant == "na" else None
-    online0 = _params(agent.critic)
-
-    stats = agent.update(batch, generator=gen)
-
-    w2 = agent.config.latent_bound * torch.tanh(m_acting).expand(b, -1)
-    x2 = _decode(nxt, w2, "full") if variant == "na" else w2
-    y = reward + (1 - done) * GAMMA * _q(target0, nxt.flatten(1), x2).min(dim=0).values
-    assert stats["target_q"] == pytest.approx(y.mean().item(), rel=1e-5, abs=1e-5)
-    diff = _q(online0, obs.flatten(1), taken) - y
-    assert stats["critic_loss"] == pytest.approx((0.5 * (diff**2).mean(1).sum()).item(), rel=1e-5)
-    eps1 = torch.randn(b, agent.latent_dim, generator=draws)  # the first draw is now the actor's, at s
-    w1, logp1 = _actor_draw(agent, eps1)
-    if variant == "na":
-        q_pi = _q(qw, obs.flatten(1), w1).min(dim=0).values
-        assert stats["actor_loss"] == pytest.approx((ALPHA0 * logp1 - q_pi).mean().item(), rel=1e-5, abs=1e-5)
-    assert stats["entropy"] == pytest.approx(-logp1.mean().item(), rel=1e-5)
-
-
-def test_mean_backup_latent_refuses_an_entropy_backup_and_unknown_names():
-    with pytest.raises(ValueError, match="backup_entropy=false"):
-        DSRLConfig(backup_latent="mean", backup_entropy=True)
-    with pytest.raises(ValueError, match="expected 'sampled' or 'mean'"):
-        DSRLConfig(backup_latent="mode")
-
-
 def test_sac_log_prob_scores_the_unit_box_latent_without_log_m():
     """DSRL-SAC with M = 1.5: log π(w) is tanh(u)'s density (SB3), not w = M·tanh(u)'s (which adds −d·log M)."""
     agent = _agent("sac")
@@ -260,11 +200,10 @@ def test_sac_log_prob_scores_the_unit_box_latent_without_log_m():
 
 
 @pytest.mark.parametrize("k", [1, 4])
-@pytest.mark.parametrize("latent", ["full", "shared"])
-def test_distillation_without_bank_by_hand(k, latent):
+def test_distillation_without_bank_by_hand(k):
     """NA distillation: w ~ N(0, I) unclipped, Q^W_i(s, w) ← Q^A_i(s, π_dp(s, w)) with the *online* Q^A, head by
     head; K > 1: the first B/K states K times each and both sides centred per state. Loss and SGD step."""
-    agent = _agent("na", latent, batch_size=8, noise_critic_samples=k)
+    agent = _agent("na", batch_size=8, noise_critic_samples=k)
     b = 8
     obs = _state(b, 20)
     gen = torch.Generator().manual_seed(3)
@@ -277,7 +216,7 @@ def test_distillation_without_bank_by_hand(k, latent):
     s = state.flatten(1)
     w = torch.randn(b, agent.latent_dim, generator=draws)
     assert (w.abs() > 1).any()  # the planted draw reaches beyond the actor's ±1: clipping would show
-    target = _q(qa, s, _decode(state, w, latent))  # (E, B)
+    target = _q(qa, s, _decode(state, w))  # (E, B)
     pred = _q(qw, s, w)
 
     def centre_q(q: torch.Tensor) -> torch.Tensor:  # (E, B): each state's K values minus their mean
@@ -290,7 +229,7 @@ def test_distillation_without_bank_by_hand(k, latent):
 
     diff = centre_q(pred) - centre_q(target)
     assert loss == pytest.approx((0.5 * (diff**2).mean(1).sum()).item(), rel=1e-5)
-    wrong = _q(qa_targ, s, _decode(state, w, latent))  # what the target critic would have given
+    wrong = _q(qa_targ, s, _decode(state, w))  # what the target critic would have given
     assert abs(loss - 0.5 * ((centre_q(wrong) - centre_q(pred)) ** 2).mean(1).sum().item()) > 1e-3
     # SGD: ∂L/∂v_i = mean_b diff_ib (w_b − w̄_state), ∂L/∂u_i likewise with s, ∂L/∂c_i = mean diff (0 for K>1)
     u0, v0, c0 = qw
@@ -316,7 +255,7 @@ def test_bank_states_holds_hand_drawn_latents_and_the_played_one():
     w = torch.randn(4 * (k - 1), agent.latent_dim, generator=draws)
     state = obs.repeat_interleave(k - 1, dim=0)
     want_latent = torch.cat([w.reshape(4, k - 1, -1), played_w.reshape(4, 1, -1)], dim=1)
-    want_exec = torch.cat([_decode(state, w, "full").reshape(4, k - 1, -1), played_a.reshape(4, 1, -1)], 1)
+    want_exec = torch.cat([_decode(state, w).reshape(4, k - 1, -1), played_a.reshape(4, 1, -1)], 1)
     w_free = torch.randn(4 * k, agent.latent_dim, generator=draws)
     assert (w.abs() > 1).any() and (w_free.abs() > 1).any()
     bank = agent.bank.data
@@ -326,7 +265,7 @@ def test_bank_states_holds_hand_drawn_latents_and_the_played_one():
     torch.testing.assert_close(bank["executed"][:4], want_exec)
     torch.testing.assert_close(bank["latent"][4:8], w_free.reshape(4, k, -1))
     torch.testing.assert_close(
-        bank["executed"][4:8], _decode(obs.repeat_interleave(k, 0), w_free, "full").reshape(4, k, -1)
+        bank["executed"][4:8], _decode(obs.repeat_interleave(k, 0), w_free).reshape(4, k, -1)
     )
 
 
@@ -344,7 +283,7 @@ def test_bank_offline_is_seeded_and_chunked_and_off_without_share():
         state = obs[lo:hi].repeat_interleave(k, dim=0)
         torch.testing.assert_close(agent.offline_bank.data["latent"][lo:hi], w.reshape(hi - lo, k, -1))
         torch.testing.assert_close(
-            agent.offline_bank.data["executed"][lo:hi], _decode(state, w, "full").reshape(hi - lo, k, -1)
+            agent.offline_bank.data["executed"][lo:hi], _decode(state, w).reshape(hi - lo, k, -1)
         )
     torch.testing.assert_close(agent.offline_bank.data["features"], obs.flatten(1))
     assert len(agent.bank) == 0  # the online bank is untouched
@@ -501,7 +440,7 @@ def test_asymmetric_critics_read_the_state_and_the_actor_its_own_inputs_by_hand(
     with torch.no_grad():  # the actor as it was, on its own input
         w2, logp2 = actor0(view2.flatten(1), generator=draws)
         w1, logp1 = actor0(view.flatten(1), generator=draws)
-    x2 = _decode(nxt, w2, "full") if variant == "na" else w2
+    x2 = _decode(nxt, w2) if variant == "na" else w2
     y = reward + (1 - done) * GAMMA * (_q(target0, s2, x2).min(0).values - ALPHA0 * logp2)
     assert stats["target_q"] == pytest.approx(y.mean().item(), rel=1e-5, abs=1e-5)
     q = _q(online0, s, taken)

@@ -88,10 +88,6 @@ class Recorder(OnlineLearner):
         self.learned: list[tuple[int, int]] = []
         self.batches: list[dict] = []
         self.observed: list[tuple] = []
-        self.progress: list[float] = []
-
-    def set_progress(self, done):
-        self.progress.append(done)
 
     def warmup_action(self, obs, generator):
         self.calls.append("warmup")
@@ -195,7 +191,6 @@ def test_observe_and_learn_see_the_episode_ends_and_the_utd_accounting(tmp_path)
         assert steps.tolist() == [w["steps"] for w in rows]
         assert done.tolist() == [w["end"] for w in rows] and success.tolist() == [w["success"] for w in rows]
     assert learner.learned == [(1, 2), (2, 2), (1, 2)]  # 0.75·2 = 1.5 → 1 (+0.5), 2.0 → 2, 1.5 → 1
-    assert learner.progress == [10 / 20, 16 / 20, 20 / 20]  # env steps done / budget, before each learn
 
 
 def test_learner_batches_hold_the_offline_share_then_replay_transitions(tmp_path):

@@ -145,8 +145,8 @@ def test_evaluation_in_sim_writes_best(tmp_path, demos):
     assert best.config["eval"]["episodes"] == 1 and best.config["step"] == 2
 
 
-def test_logger_wandb_offline_records_scalars_the_eval_video_and_the_config(tmp_path, demos):
-    """``robosteer-train logger=wandb wandb_mode=offline``: a W&B run in the run directory with the training
+def test_logger_wandb_offline_records_scalars_the_eval_video_and_the_config(tmp_path, demos, monkeypatch):
+    """``WANDB_MODE=offline robosteer-train logger=wandb``: a W&B run in the run directory with the training
     and evaluation curves, the evaluation's video and the resolved config (no network, no account)."""
     pytest.importorskip("metaworld")
     pytest.importorskip("wandb")
@@ -163,9 +163,9 @@ def test_logger_wandb_offline_records_scalars_the_eval_video_and_the_config(tmp_
         "eval_envs=1",
         "eval_video_episodes=1",
         "logger=wandb",
-        "wandb_mode=offline",
         *SMALL,
     )
+    monkeypatch.setenv("WANDB_MODE", "offline")
     metrics = run(cfg)
     assert metrics["episodes"] == 1
     run_id = (out / "wandb_id").read_text().strip()
