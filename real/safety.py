@@ -201,42 +201,73 @@ class SafetyFilter:
         self, action: Any, obs: Mapping[str, np.ndarray] | None, now: float | None = None
     ) -> np.ndarray:
         """A safe command (float64, (A,)) for ``action``; records an event for every change made."""
-        c = self.config
-        if now is None or not math.isfinite(now):
-            if now is not None:  # a NaN clock would keep the watchdog from ever firing
-                self._event("nan", f"non-finite time {now}: the wall clock is used", time.time())
-            now = time.time()
-        try:
-            a = np.asarray(action, dtype=np.float64).reshape(-1) if action is not None else None
-        except (TypeError, ValueError):
-            a = None
+        now = self._clock(now)
+        a = _as_vector(action)
         if self.estopped or self.stopped:
             raise RuntimeError(
                 "safety: the arm is stopped (e-stop or watchdog); reset() before commanding it"
             )
-        if not c.enabled:
-            if a is None or a.shape != (self.action_dim,):
-                raise ValueError(
-                    f"action has shape {None if a is None else a.shape}, expected ({self.action_dim},)"
-                )
-            if not np.isfinite(a).all():
-                self._event("nan", f"non-finite action {a.tolist()}: held (filter disabled)", now)
-                return self._hold(obs)
-            self.last_command = a
-            self.last_fresh_time = now  # the watchdog still runs with the limits off
-            return a
+        if not self.config.enabled:
+            return self._unlimited(a, obs, now)
+        pos, refusal = self._refusal(a, obs)
+        if refusal is not None:
+            self._event(*refusal, now)
+            return self._hold(obs)
+        assert a is not None  # _refusal refuses a missing action
+        out = self._limited(a, pos, now)
+        if not np.isfinite(out).all():  # the last line of defence: nothing above may have made a NaN
+            self._event("nan", f"limits produced a non-finite command {out.tolist()}: held", now)
+            return self._hold(obs)
+        return self._fresh(out, now)
+
+    def _clock(self, now: float | None) -> float:
+        """The command's time; a missing or non-finite one is the wall clock's (a NaN clock would keep the
+        watchdog from ever firing)."""
+        if now is None or not math.isfinite(now):
+            if now is not None:
+                self._event("nan", f"non-finite time {now}: the wall clock is used", time.time())
+            now = time.time()
+        return now
+
+    def _fresh(self, command: np.ndarray, now: float) -> np.ndarray:
+        """``command`` accepted as the policy's: it is the previous command, and it feeds the watchdog."""
+        self.last_command = command
+        self.last_fresh_time = now
+        return command
+
+    def _unlimited(
+        self, a: np.ndarray | None, obs: Mapping[str, np.ndarray] | None, now: float
+    ) -> np.ndarray:
+        """``enabled=False``: no limits, but a wrong shape still raises and a NaN still holds; the watchdog
+        still runs."""
         if a is None or a.shape != (self.action_dim,):
-            self._event(
-                "shape", f"action shape {None if a is None else a.shape} != ({self.action_dim},): held", now
+            raise ValueError(
+                f"action has shape {None if a is None else a.shape}, expected ({self.action_dim},)"
             )
-            return self._hold(obs)
         if not np.isfinite(a).all():
-            self._event("nan", f"non-finite action {a.tolist()}: held", now)
+            self._event("nan", f"non-finite action {a.tolist()}: held (filter disabled)", now)
             return self._hold(obs)
+        return self._fresh(a, now)
+
+    def _refusal(
+        self, a: np.ndarray | None, obs: Mapping[str, np.ndarray] | None
+    ) -> tuple[np.ndarray | None, tuple[str, str] | None]:
+        """(the current position, the event that turns this action into a hold, or None): a wrong shape, a
+        non-finite action, a non-finite position (the limits would carry its NaN into the command)."""
+        c = self.config
+        if a is None or a.shape != (self.action_dim,):
+            shape = None if a is None else a.shape
+            return None, ("shape", f"action shape {shape} != ({self.action_dim},): held")
+        if not np.isfinite(a).all():
+            return None, ("nan", f"non-finite action {a.tolist()}: held")
         pos, pos_ok = self._finite_position(obs)
         if not pos_ok:
-            self._event("nan", f"non-finite position in obs[{c.position_key!r}]: held", now)
-            return self._hold(obs)
+            return pos, ("nan", f"non-finite position in obs[{c.position_key!r}]: held")
+        return pos, None
+
+    def _limited(self, a: np.ndarray, pos: np.ndarray | None, now: float) -> np.ndarray:
+        """``a`` through the limits, in the module docstring's order."""
+        c = self.config
         out = a.copy()
         if c.command_low is not None and c.command_high is not None:
             out = self._clip(out, np.asarray(c.command_low), np.asarray(c.command_high), "clip", now)
@@ -248,36 +279,46 @@ class SafetyFilter:
         if c.max_delta is not None and self.last_command is not None:
             md = np.broadcast_to(np.asarray(c.max_delta, dtype=np.float64), out.shape)
             out = self._clip(out, self.last_command - md, self.last_command + md, "delta", now)
-        dims = np.asarray(c.pos_dims, dtype=int)
         if c.max_velocity is not None:
-            if c.kind == "delta":
-                v = np.linalg.norm(out[dims])
-                if v > c.max_velocity:
-                    out[dims] *= c.max_velocity / v
-                    self._event("velocity", f"|delta| {v:.4g} > {c.max_velocity}: scaled", now)
-            elif pos is not None:
-                step = c.max_velocity * self.dt
-                n = min(len(pos), self.action_dim)
-                lo, hi = pos[:n] - step, pos[:n] + step
-                out[:n] = self._clip(out[:n], lo, hi, "velocity", now)
+            out = self._velocity_limited(out, pos, now)
         if (
             c.kind == "delta"
             and c.workspace_low is not None
             and c.workspace_high is not None
             and pos is not None
         ):
-            wlo, whi = np.asarray(c.workspace_low), np.asarray(c.workspace_high)
-            # Command range that keeps (pos + command * scale) inside the box; outside it, only inward motion.
-            lo = np.minimum((wlo - pos) / c.delta_scale, 0.0)
-            hi = np.maximum((whi - pos) / c.delta_scale, 0.0)
-            lo = np.where(pos < wlo, 0.0, lo)
-            hi = np.where(pos > whi, 0.0, hi)
-            out[dims] = self._clip(out[dims], lo, hi, "workspace", now)
-        if not np.isfinite(out).all():  # the last line of defence: nothing above may have made a NaN
-            self._event("nan", f"limits produced a non-finite command {out.tolist()}: held", now)
-            return self._hold(obs)
-        self.last_command = out
-        self.last_fresh_time = now
+            out = self._inside_workspace(out, pos, now)
+        return out
+
+    def _velocity_limited(self, out: np.ndarray, pos: np.ndarray | None, now: float) -> np.ndarray:
+        """Delta: the position dims' norm scaled down to ``max_velocity``; absolute: the target within
+        ``max_velocity * dt`` of the current position."""
+        c = self.config
+        assert c.max_velocity is not None
+        if c.kind == "delta":
+            dims = np.asarray(c.pos_dims, dtype=int)
+            v = np.linalg.norm(out[dims])
+            if v > c.max_velocity:
+                out[dims] *= c.max_velocity / v
+                self._event("velocity", f"|delta| {v:.4g} > {c.max_velocity}: scaled", now)
+        elif pos is not None:
+            step = c.max_velocity * self.dt
+            n = min(len(pos), self.action_dim)
+            lo, hi = pos[:n] - step, pos[:n] + step
+            out[:n] = self._clip(out[:n], lo, hi, "velocity", now)
+        return out
+
+    def _inside_workspace(self, out: np.ndarray, pos: np.ndarray, now: float) -> np.ndarray:
+        """Delta: the command range that keeps (pos + command * scale) inside the box; outside it, only
+        inward motion."""
+        c = self.config
+        dims = np.asarray(c.pos_dims, dtype=int)
+        wlo, whi = np.asarray(c.workspace_low), np.asarray(c.workspace_high)
+        lo = np.minimum((wlo - pos) / c.delta_scale, 0.0)
+        hi = np.maximum((whi - pos) / c.delta_scale, 0.0)
+        lo = np.where(pos < wlo, 0.0, lo)
+        hi = np.where(pos > whi, 0.0, hi)
+        out[dims] = self._clip(out[dims], lo, hi, "workspace", now)
         return out
 
     def _clip(self, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, kind: str, now: float) -> np.ndarray:
@@ -321,3 +362,13 @@ class SafetyFilter:
         if not self._finite_position(obs)[1]:
             self._event("nan", f"non-finite position in obs[{self.config.position_key!r}] while holding")
         return self._hold(obs)
+
+
+def _as_vector(action: Any) -> np.ndarray | None:
+    """``action`` as a float64 vector, or None when it is missing or not numeric (ragged, strings)."""
+    if action is None:
+        return None
+    try:
+        return np.asarray(action, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        return None
