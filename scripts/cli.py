@@ -89,15 +89,18 @@ def check_overrides(command: str, config_name: str, args: list[str]) -> list[str
 DERIVED_GROUPS = ("on_robot", "train_obs", "base_kind")
 
 
+def _on_robot(args: list[str]) -> bool:
+    """``robot=`` names a robot (steer's default, ``none``, is simulation): its nested groups exist."""
+    return any(a.partition("=")[0] == "robot" and a.partition("=")[2] != "none" for a in args)
+
+
 def accepted_groups(config_name: str, args: list[str]) -> dict[str, list[str]]:
     """{group: its options} the command takes in this case (robot=... adds learner=): what --help lists."""
-    picks = _defaults(config_name)
-    on_robot = any(a.startswith("robot=") and a != "robot=none" for a in args)
     nested = NESTED_GROUPS.get(config_name, {})
     return {
         g: list(GROUP_OPTIONS.get((config_name, g), _options(g)))
-        for g in picks
-        if g not in DERIVED_GROUPS and (g not in nested or on_robot)
+        for g in _defaults(config_name)
+        if g not in DERIVED_GROUPS and (g not in nested or _on_robot(args))
     }
 
 
@@ -124,7 +127,7 @@ def _library_only(config_name: str, key: str) -> str | None:
     if group == "policy" and leaf in schemas.ENCODER_KEYS:
         return f"{key}= is a setting of a policy that reads cameras only (obs=pixels | image | state+image)"
     hidden = schemas.POLICY_HIDDEN if group == "policy" else schemas.TRAIN_HIDDEN if not group else ()
-    if leaf in hidden and leaf != "backbone":
+    if leaf in hidden:  # (policy.backbone, an echo of backbone=, is refused before this)
         owner = "the policy's config (policies/)" if group == "policy" else "TrainConfig"
         return f"{key}= is not a command-line setting: it stays {owner}'s default (set it from Python)"
     return None
@@ -207,7 +210,7 @@ def problems(config_name: str, args: list[str], require: bool = True) -> DictCon
             )
     for _, key, value in group_args:  # a config group choice: policy=flow, algo=expo, robot=ur, ...
         options = list(GROUP_OPTIONS.get((config_name, key), _options(key)))
-        if key in NESTED_GROUPS.get(config_name, {}) and not any(k == "robot" for _, k, _ in group_args):
+        if key in NESTED_GROUPS.get(config_name, {}) and not _on_robot([a for a, _, _ in group_args]):
             raise CliError(f"{key}= is a setting of {_context(config_name, key)} only")
         if value not in options:
             raise CliError(f"{key}={value} is not known: expected one of {options}{_nearest(value, options)}")

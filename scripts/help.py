@@ -144,8 +144,7 @@ def _classes(command: str, cfg: DictConfig) -> dict[str, tuple[type, dict[str, s
 
         dsrl = "dsrl" in cfg
         found["dsrl." if dsrl else "expo."] = (DSRLConfig if dsrl else EXPOConfig, {})
-        found["run."] = (DSRLRunConfig if dsrl else EXPORunConfig, {})
-        found[""] = (DSRLConfig if dsrl else EXPORunConfig, {})  # variant, env_steps, seed, device
+        found["run."] = found[""] = (DSRLRunConfig if dsrl else EXPORunConfig, {})  # env_steps, seed, device
     elif command == "train":
         from robosteer.policies.registry import get_policy_class
         from robosteer.policies.train import TrainConfig
