@@ -233,8 +233,6 @@ class LearnerWorker:
                 t0 = time.perf_counter()
                 try:
                     n = owed_updates(c, self.cfg.utd, k)
-                    # env steps as the chunks executed (an episode's cut last chunk counts whole)
-                    self.learner.set_progress(c["transitions"] * self.exec_steps / self.cfg.env_steps)
                     info = self.learner.learn(n, k, self._sample, self.gen)
                 except Exception as e:  # kept for the actor's next call: the run stops there
                     self.fault = f"the learner's update failed: {type(e).__name__}: {e}"
