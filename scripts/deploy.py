@@ -13,6 +13,8 @@ import dataclasses
 import json
 import logging
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +131,42 @@ def _user_error(e: BaseException) -> bool:
     return isinstance(e, CheckpointError | ValueError | KeyError | TypeError | FileNotFoundError)
 
 
+def open_recording(cfg: DictConfig, run_dir: Path, task: str | None, driver: dict[str, Any]) -> Any:
+    """The episodes' file (robomimic layout, trainable), with what ran them in its env_args."""
+    from robosteer.policies.data import DatasetWriter
+
+    env_args = {
+        "env_name": str(task or cfg.robot.name),
+        "type": 2,
+        "env_kwargs": {
+            "suite": "metaworld" if cfg.robot.name == "sim_twin" else "real",
+            "obs": driver.get("obs", "state"),
+            **driver,
+        },
+        "deploy": {"robot": str(cfg.robot.name), "policy": str(cfg.policy_source), "mode": str(cfg.mode)},
+    }
+    return DatasetWriter(run_dir / "episodes.hdf5", env_args=env_args, split_seed=int(cfg.seed))
+
+
+def print_episode(show: bool, ep: dict[str, Any]) -> None:
+    """One line per finished episode (progress=true)."""
+    if show:
+        print(f"episode seed={ep.get('seed')}: {ep.get('status')} in {ep.get('steps')} steps", flush=True)
+
+
+def close_all(*steps: tuple[str, Callable[[], Any] | None]) -> list[str]:
+    """Attempt every (what, close) step in order; each failure is recorded, none stops the rest."""
+    errors = []
+    for what, close in steps:
+        if close is None:
+            continue
+        try:
+            close()
+        except Exception as e:
+            errors.append(f"{what}: {type(e).__name__}: {e}")
+    return errors
+
+
 def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """Build policy, robot, safety filter and control loop; run the episodes; return the metrics.
 
@@ -138,7 +176,6 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """
     import time
 
-    from robosteer.policies.data import DatasetWriter
     from robosteer.real.drivers import make_robot
     from robosteer.real.runtime import ControlLoop, episode_metrics, run_episodes
 
@@ -169,32 +206,10 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         safety = safety_filter(cfg, robot)
         loop = ControlLoop(robot, policy, safety, runtime_cfg)
         stage = "opening the recording"
-        if cfg.record:
-            env_args = {
-                "env_name": str(task or cfg.robot.name),
-                "type": 2,
-                "env_kwargs": {
-                    "suite": "metaworld" if cfg.robot.name == "sim_twin" else "real",
-                    "obs": driver.get("obs", "state"),
-                    **driver,
-                },
-                "deploy": {
-                    "robot": str(cfg.robot.name),
-                    "policy": str(cfg.policy_source),
-                    "mode": str(cfg.mode),
-                },
-            }
-            writer = DatasetWriter(run_dir / "episodes.hdf5", env_args=env_args, split_seed=int(cfg.seed))
+        writer = open_recording(cfg, run_dir, task, driver) if cfg.record else None
         seeds = [int(cfg.seed) + k for k in range(int(cfg.episodes))]
-
-        def progress(ep: dict[str, Any]) -> None:
-            if cfg.progress:
-                print(
-                    f"episode seed={ep.get('seed')}: {ep.get('status')} in {ep.get('steps')} steps",
-                    flush=True,
-                )
-
         stage = "running episodes"
+        progress = partial(print_episode, bool(cfg.progress))
         metrics = run_episodes(loop, int(cfg.episodes), seeds, writer=writer, on_episode=progress)
     except (Exception, KeyboardInterrupt) as e:
         if _user_error(e) and stage in CONFIG_STAGES:
@@ -206,19 +221,13 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 robot.stop()
         errors.append(f"{stage}: {type(e).__name__}: {e}" + ("; the arm was stopped" if reached_arm else ""))
     # cleanup: each step is attempted; a failure in one is a fault too (after any earlier error)
-    for what, close in (
+    errors += close_all(
         ("closing the recording", None if writer is None else writer.close),
         ("closing the control loop", None if loop is None else loop.close),
         ("writing safety events", lambda: _write_events(events_path, safety)),
         ("disconnecting the robot", None if robot is None else robot.disconnect),
         ("closing the policy", getattr(policy, "close", None)),
-    ):
-        if close is None:
-            continue
-        try:
-            close()
-        except Exception as e:
-            errors.append(f"{what}: {type(e).__name__}: {e}")
+    )
     if metrics is None:  # the run failed before any episode finished
         counts = dict(safety.counts) if safety is not None else {}
         metrics = episode_metrics([], None, time.perf_counter() - start, counts)

@@ -165,6 +165,24 @@ def steer_metrics(cfg: DictConfig, policy: Any) -> dict[str, Any]:
     }
 
 
+def local_policy(cfg: DictConfig, device: Any) -> tuple[Any, bool]:
+    """(policy, steered) of a local run directory: a robosteer-train run, or a steering run (its base + the
+    steering actor); a run that does not act (a critic) is refused naming where it goes."""
+    from robosteer.policies.loading import ACTING_KINDS, load, run_kind
+    from robosteer.policies.steering import STEERING_KINDS
+
+    kind = run_kind(cfg.checkpoint)
+    if kind not in ACTING_KINDS:
+        raise ValueError(
+            f"checkpoint={cfg.checkpoint} is a {kind} run, which does not act: pass a run of "
+            f"robosteer-train or robosteer-steer (a critic goes to critic= with steer=vgps)"
+        )
+    policy = load(
+        cfg.checkpoint, which=str(cfg.which), deterministic=bool(cfg.deterministic), device=str(device)
+    )
+    return policy, kind in STEERING_KINDS
+
+
 def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """Evaluate the expert or a checkpoint over vectorised envs; writes videos into the run dir."""
     import torch
@@ -188,24 +206,10 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             closing.callback(policy.close)
             steered = bool(policy.metadata.get("steered"))
         else:
-            from robosteer.policies.loading import ACTING_KINDS, load, run_kind
-            from robosteer.policies.steering import STEERING_KINDS
-
-            kind = run_kind(cfg.checkpoint)
-            if kind not in ACTING_KINDS:
-                raise ValueError(
-                    f"checkpoint={cfg.checkpoint} is a {kind} run, which does not act: pass a run of "
-                    f"robosteer-train or robosteer-steer (a critic goes to critic= with steer=vgps)"
-                )
-            steered = kind in STEERING_KINDS  # a robosteer-steer run: its base + the steering actor
-            # said in the metrics and the table: best (the default) is not the final one
-            which = str(cfg.which)
-            policy = load(
-                cfg.checkpoint,
-                which=which,
-                deterministic=bool(cfg.deterministic),
-                device=str(device),
-            )
+            policy, steered = local_policy(cfg, device)
+            which = str(
+                cfg.which
+            )  # said in the metrics and the table: best (the default) is not the final one
         task = cfg.task or policy.task
         if not task:
             raise ValueError(f"the checkpoint {cfg.checkpoint} names no task: pass task=<name>")

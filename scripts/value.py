@@ -62,6 +62,17 @@ def load_embedding(path: str, device: Any) -> tuple[Any, dict[str, Any]]:
     return BaseEmbedding(base), meta
 
 
+def critic_inputs(cfg: DictConfig, device: Any) -> tuple[list[str], int, Any, Any]:
+    """(obs keys, To, embedding, its metadata): the dataset's keys, or with ``embed=`` (pixels) a frozen base's
+    embedding of the base's own windows."""
+    if not cfg.get("embed"):
+        return list(cfg.obs_keys), int(cfg.n_obs_steps), None, None
+    embedding, embed_meta = load_embedding(str(cfg.embed), device)
+    keys, to = list(embedding.raw_keys), int(embedding.base.config.n_obs_steps)
+    log.info("embed=%s: the critic reads its %d-d embedding of %s windows", cfg.embed, embedding.dim, keys)
+    return keys, to, embedding, embed_meta
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Train as configured; return the metrics also written to ``out/metrics.json``."""
     from robosteer.policies.engine import resolve_device
@@ -81,13 +92,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     run_dir = start_run(cfg)
     paths = dataset_paths(cfg)
     action_steps = 1 if cfg.score == "first" else int(cfg.n_action_steps)
-    keys, to, embedding, embed_meta = list(cfg.obs_keys), int(cfg.n_obs_steps), None, None
-    if cfg.get("embed"):  # pixels: the critic reads a frozen base's embedding of the base's own windows
-        embedding, embed_meta = load_embedding(str(cfg.embed), device)
-        keys, to = list(embedding.raw_keys), int(embedding.base.config.n_obs_steps)
-        log.info(
-            "embed=%s: the critic reads its %d-d embedding of %s windows", cfg.embed, embedding.dim, keys
-        )
+    keys, to, embedding, embed_meta = critic_inputs(cfg, device)
     data, shape_meta, stats, tasks = value_transitions(
         paths,
         keys,
