@@ -243,6 +243,7 @@ def problems(config_name: str, args: list[str], require: bool = True) -> DictCon
     for key, raw in checked:
         default = OmegaConf.select(base, key, throw_on_missing=False)
         _check_value(key, raw, default, OmegaConf.select(cfg, key))
+    check_choices(config_name, cfg)
     missing = [k for k in OmegaConf.missing_keys(cfg) if not k.startswith("safety.")]
     if missing and require:
         k = USER_KEYS.get(missing[0], missing[0])
@@ -287,6 +288,20 @@ def _check_key(base: DictConfig, key: str) -> None:
         ]
         user = USER_KEYS.get(key, key)
         raise CliError(f"unknown key {user!r}{_nearest(user, siblings)}")
+
+
+def check_choices(config_name: str, cfg: DictConfig) -> None:
+    """Keys that take one of a set hold one of it: the same sets ``--help`` lists (help.choices), checked
+    here once instead of in each command's body. ``device=`` is left to guards (it also takes cuda:N)."""
+    from robosteer.scripts.help import choices
+
+    for key, allowed in choices(config_name, cfg).items():
+        value = OmegaConf.select(cfg, key, throw_on_missing=False)
+        if key == "device" or value is None or str(value) in allowed:
+            continue
+        raise CliError(
+            f"{key}={value!r} is not known: expected one of {list(allowed)}{_nearest(str(value), list(allowed))}"
+        )
 
 
 def _check_value(key: str, raw: str, default: Any, value: Any) -> None:

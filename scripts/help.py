@@ -186,11 +186,11 @@ def choices(command: str, cfg: DictConfig) -> dict[str, tuple[str, ...]]:
     if command == "steer":
         from robosteer.policies.rl.offline import REWARDS
         from robosteer.policies.steering import dsrl, expo
-        from robosteer.scripts import steer
+        from robosteer.scripts import steer, steer_robot
 
         out |= {"run.reward": REWARDS, "variant": dsrl.VARIANTS, "dsrl.backup": dsrl.BACKUPS}
         out |= {"critic_obs": steer.CRITIC_OBS, "actor_obs": steer.ACTOR_OBS}
-        out |= {"robot_reward": steer.ROBOT_REWARDS, "resets": steer.RESETS}
+        out |= {"robot_reward": steer_robot.ROBOT_REWARDS, "resets": steer_robot.RESETS}
         out |= {"expo.policy": expo.POLICIES, "expo.action": expo.ACTIONS}
         out |= {"expo.backup_base": expo.BACKUP_BASES, "expo.bc_online": expo.BC_ONLINE}
     if command == "train":

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -27,6 +27,10 @@ from robosteer.scripts.common import (
     start_run,
     write_metrics,
 )
+from robosteer.scripts.steer_robot import check_robot_steering, robot_rewards, steer_on_robot
+
+if TYPE_CHECKING:
+    from robosteer.policies.bases import LoadedBase
 
 log = logging.getLogger("robosteer.steer")
 
@@ -118,11 +122,7 @@ def asymmetric_critic(
 ) -> tuple[tuple[str, ...], int] | None:
     """``critic_obs=state`` (DSRL, simulation only): the critics' (keys, obs_dim) over the privileged state
     window, an asymmetric actor-critic; None for ``critic_obs=policy`` (the critics read what the actor reads)."""
-    critic_obs = str(cfg.get("critic_obs", "policy"))
-    if critic_obs not in CRITIC_OBS:
-        raise UsageError(
-            f"critic_obs={critic_obs!r} is not known: expected one of {list(CRITIC_OBS)} (default policy)"
-        )
+    critic_obs = str(cfg.get("critic_obs", "policy"))  # one of CRITIC_OBS (cli.check_choices)
     if critic_obs == "policy":
         return None
     if cfg.get("robot"):
@@ -153,11 +153,7 @@ def actor_obs(cfg: DictConfig, shape_meta: dict[str, Any]) -> bool:
     (a copy of the base's) on the raw windows, instead of reading the base's frozen embedding."""
     from robosteer.policies.steering.embedding import reads_images
 
-    choice = str(cfg.get("actor_obs", "embedding"))
-    if choice not in ACTOR_OBS:
-        raise UsageError(
-            f"actor_obs={choice!r} is not known: expected one of {list(ACTOR_OBS)} (default embedding)"
-        )
+    choice = str(cfg.get("actor_obs", "embedding"))  # one of ACTOR_OBS (cli.check_choices)
     if choice == "encoder" and not reads_images(shape_meta):
         raise UsageError(
             f"actor_obs=encoder trains a copy of a pixel base's image encoder; base={cfg.base} reads "
@@ -169,6 +165,7 @@ def actor_obs(cfg: DictConfig, shape_meta: dict[str, Any]) -> bool:
 def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., dict[str, Any]]]:
     """DSRL-NA / DSRL-SAC over the base's latent noise (offline demos: NA's critic only)."""
     from robosteer.policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
+    from robosteer.policies.steering.obs_spec import ObsSpec
 
     cfg = s.cfg
     if s.offline_path is not None and cfg.variant != "na":
@@ -176,23 +173,15 @@ def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
             f"offline={cfg.offline} needs variant=na: DSRL-SAC's critic is over latents, not actions"
         )
     offline = s.offline()
-    critic = s.critic
-    encoder = None
-    if s.own_encoder:  # the critics read the base's embedding unless critic_obs=state
-        from robosteer.policies.steering.embedding import EMBED_KEY, PixelEncoder
-
-        encoder = PixelEncoder(s.base)
-        critic = critic or ((EMBED_KEY,), s.embedding.dim)
-    agent = DSRL(
-        s.embedding or s.base,  # pixels: the learner reads the base's embedding, and decodes from it
-        s.obs_dim,
+    spec = ObsSpec.build(s.keys, s.obs_dim, s.embedding, s.own_encoder, s.critic)  # the pixel options, once
+    values = OmegaConf.to_container(cfg.dsrl, resolve=True)
+    agent = DSRL.from_spec(
+        s.base,
+        spec,
         slice(s.to - 1, s.to - 1 + s.ta),
-        DSRLConfig(variant=str(cfg.variant), **OmegaConf.to_container(cfg.dsrl, resolve=True)),
-        obs_keys=s.keys,
+        DSRLConfig(variant=str(cfg.variant), **values),
         device=s.device,
-        critic_keys=critic[0] if critic else None,
-        critic_obs_dim=critic[1] if critic else None,
-        actor_encoder=encoder,
+        embedding=s.embedding,
     )
     return agent, offline, run_dsrl
 
@@ -280,168 +269,6 @@ def steerability(
     return check
 
 
-ROBOT_REWARDS = ("success", "twin", "operator", "classifier")
-RESETS = ("robot", "operator")
-JUDGED_REWARDS = (
-    "operator",
-    "classifier",
-)  # the robot's own success is not read: episodes run to their limit
-
-
-def check_robot_steering(cfg: DictConfig, algo: str, served: bool, embedding: Any) -> None:
-    """What steering on a robot supports today, refused in one line before a twin is spawned or an arm moves."""
-    from robosteer.scripts.deploy import check_safety_switch
-
-    name = str(cfg.robot.name)
-    if algo != "dsrl" or cfg.variant != "na":
-        raise UsageError(
-            f"robot={name} steers with algo=dsrl variant=na (its critic learns from the actions the robot "
-            f"recorded); got algo={algo}" + (f" variant={cfg.variant}" if algo == "dsrl" else "")
-        )
-    if served or embedding is not None:
-        what = "a served base" if served else "a base that reads camera images"
-        raise UsageError(f"robot={name} steers a state-based base from a run directory, not {what} (yet)")
-    if cfg.robot_reward not in ROBOT_REWARDS:
-        raise UsageError(
-            f"robot_reward={cfg.robot_reward!r} is not valid on a robot: expected one of {ROBOT_REWARDS}"
-        )
-    if cfg.robot_reward == "classifier" and not (cfg.classifier.path or cfg.classifier.data):
-        raise UsageError(
-            "robot_reward=classifier needs a success classifier: classifier.data=EPISODES.hdf5 (episodes with camera "
-            "frames and their success, e.g. robosteer-collect obs=state+image keep=all) trains one first, or "
-            "classifier.path=DIR reuses one (a run's <out>/classifier)"
-        )
-    if cfg.resets not in RESETS:
-        raise UsageError(f"resets={cfg.resets!r} is not valid: expected one of {RESETS}")
-    if name != "sim_twin":
-        raise UsageError(
-            f"robot={name} reports no success and no simulator evaluates it: steering a real arm needs "
-            "resets=operator (built) with robot_reward=operator or robot_reward=classifier, and an evaluation on the "
-            "arm's own judged episodes instead of the simulator's, which is not built yet; robot=sim_twin "
-            "steers on the twin (resets=operator robot_reward=operator rehearses an arm's run there)"
-        )
-    check_safety_switch(cfg)
-    learner_config(cfg)
-
-
-def learner_config(cfg: DictConfig) -> Any:
-    """``learner=``: where a robot run's learner trains (real/learner.py), checked before anything starts."""
-    from robosteer.real.learner import LearnerConfig
-
-    split = LearnerConfig(**OmegaConf.to_container(cfg.learner, resolve=True))
-    if split.mode == "ray":
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise UsageError(
-                "learner=ray needs Ray in this environment: pip install ray==2.60.0 (the robosteer[ray] extra)"
-            ) from None
-    return split
-
-
-def success_judge(cfg: DictConfig, run_dir: Path) -> Any:
-    """robot_reward=classifier's judge: the classifier of ``classifier.path``, this run's own (a resumed run keeps
-    the one it was paid by), or one trained now on ``classifier.data`` and saved under ``<out>/classifier``;
-    its threshold and held-out error rates are logged before the arm moves."""
-    from robosteer.policies.success_classifier import (
-        ClassifierConfig,
-        load_classifier,
-        report_line,
-        save_classifier,
-        train_classifier,
-    )
-    from robosteer.real.steering import ClassifierJudge
-
-    c, own = cfg.classifier, run_dir / "classifier"
-    if c.path or own.exists():
-        model, threshold, report = load_classifier(c.path or own)
-    else:
-        keys = {f.name for f in dataclasses.fields(ClassifierConfig)} - {"seed"}
-        ccfg = ClassifierConfig(**{k: c[k] for k in keys}, seed=int(cfg.seed))
-        log.info("training the success classifier on %s (%d steps)", c.data, ccfg.steps)
-        model, threshold, report = train_classifier(str(c.data), ccfg)
-        save_classifier(own, model, threshold, report)
-    log.info("%s", report_line(report))
-    return ClassifierJudge(model.eval(), threshold, report["camera"], report)
-
-
-def steer_on_robot(
-    s: Steering,
-    agent: Any,
-    offline: dict[str, Any] | None,
-    run_cfg: Any,
-    run_dir: Path,
-    eval_fn: Callable[..., dict[str, Any]],
-    checkpoint_config: dict[str, Any],
-) -> dict[str, Any]:
-    """DSRL on ``robot=``: deploy's control loop acts (safety filter, sync/async, lead), the learner trains
-    between episodes on what the robot recorded (real/steering.py); evaluation stays in the simulator."""
-    import torch
-
-    from robosteer.policies.steering.dsrl import prepare_offline
-    from robosteer.real.drivers import make_robot
-    from robosteer.real.runtime import ControlLoop
-    from robosteer.real.steering import LearnerActing, Operator, run_robot
-    from robosteer.scripts.deploy import robot_driver, runtime_config, safety_filter
-
-    cfg = s.cfg
-    operator = Operator()  # the terminal: episode verdicts (robot_reward=operator), reset confirmations
-    judge = operator if cfg.robot_reward == "operator" else None
-    record = []  # observation keys recorded beside the policy's: the classifier's camera
-    if cfg.robot_reward == "classifier":
-        judge = success_judge(cfg, run_dir)
-        record = [judge.camera]
-    prepare_offline(agent, offline, run_cfg)
-    # the learner's executed rows are exactly what the loop sends per chunk
-    runtime = runtime_config(cfg.runtime, max_actions=s.exec_steps)
-    driver = robot_driver(cfg, s.base.shape_meta, s.task)
-    if record and str(cfg.robot.name) == "sim_twin":  # the twin renders the classifier's camera too
-        size = int(judge.model.image_shape[0])
-        driver.update(obs="state+image", cameras=[judge.camera.split("/", 1)[1]], image_size=size)
-    acting = LearnerActing(agent, s.base, torch.Generator(device=agent.device).manual_seed(int(cfg.seed)))
-    robot = make_robot(str(cfg.robot.name), **driver)
-    robot.connect()
-    loop = None
-    try:
-        loop = ControlLoop(
-            robot, acting, safety_filter(cfg, robot), runtime, obs_keys=list(s.keys), record_keys=record
-        )
-        env_args = {
-            "env_name": s.task,
-            "type": 2,
-            "env_kwargs": {"suite": "metaworld", **driver},
-            "steer": {"robot": str(cfg.robot.name), "mode": runtime.mode, "reward": str(cfg.robot_reward)},
-        }
-        metrics = run_robot(
-            agent,
-            loop,
-            acting,
-            run_cfg,
-            str(run_dir),
-            exec_steps=s.exec_steps,
-            episode_seed=300_000 + 10_000 * int(cfg.seed),  # apart from the demos' and the evaluations'
-            env_args=env_args,
-            eval_fn=eval_fn,
-            offline=offline,
-            resume=bool(cfg.resume),
-            checkpoint_config={**checkpoint_config, "robot": str(cfg.robot.name)},
-            learn_slice=int(cfg.num_envs),
-            judge=judge,
-            confirm_reset=operator.confirm_reset if cfg.resets == "operator" else None,
-            split=learner_config(cfg),
-        )
-    finally:
-        if loop is not None:
-            loop.close()
-        robot.disconnect()
-    metrics["variant"] = agent.config.variant
-    metrics["robot"] = str(cfg.robot.name)
-    metrics["reward"], metrics["run_reward"] = str(cfg.robot_reward), run_cfg.reward
-    if cfg.robot_reward == "classifier":  # what paid the learner: its threshold and held-out error rates
-        metrics["classifier"] = {k: v for k, v in judge.report.items() if k != "config"}
-    return metrics
-
-
 def _algo(cfg: DictConfig) -> str:
     """The chosen ``algo`` config group (Hydra's choice; the group's own key when composed elsewhere)."""
     from hydra.core.hydra_config import HydraConfig
@@ -473,36 +300,13 @@ def plot_learning_curve(history: list[dict[str, float]], path: Path, title: str)
     plt.close(fig)
 
 
-def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """Build base, env, agent and evaluation from the config and run DSRL or EXPO."""
-    import torch
+def check_base_choice(cfg: DictConfig, algo: str, served: bool) -> None:
+    """Refuse an algorithm with a base it cannot steer, before anything is loaded."""
+    from robosteer.policies.steering.scratch import SCRATCH
 
-    from robosteer import sim
-    from robosteer.policies import load_policy
-    from robosteer.policies.checkpoint import find_checkpoint, read_checkpoint_config, state_dict_hash
-    from robosteer.policies.steering.embedding import EMBED_KEY, BaseEmbedding, reads_images
-    from robosteer.policies.steering.loop import OnlineRunConfig, resolve_device
-    from robosteer.policies.steering.scratch import SCRATCH, make_scratch_base
-    from robosteer.policies.steering.served import served_base
-    from robosteer.real.client import PolicyConnectionError, is_url
-
-    torch.set_num_threads(int(cfg.threads))
-    if cfg.get("robot") and cfg.robot_reward in (
-        "success",
-        *JUDGED_REWARDS,
-    ):  # the demos and the robot's episodes alike
-        log.info(
-            "robot_reward=%s on robot=%s: run.reward=sparse (-1 per chunk, 0 at success)",
-            cfg.robot_reward,
-            cfg.robot.name,
-        )
-        cfg.run.reward = "sparse"
-    if cfg.get("robot") and cfg.robot_reward in JUDGED_REWARDS and "end_on_success" in cfg.robot.driver:
-        cfg.robot.driver.end_on_success = False  # the twin's success must not show in when an episode ends
-    device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
-    algo = _algo(cfg)
-    # only preset=reference adds DSRL's keys to another algorithm's config
-    if algo != "dsrl" and "dsrl" in cfg:
+    if (
+        algo != "dsrl" and "dsrl" in cfg
+    ):  # only preset=reference adds DSRL's keys to another algorithm's config
         raise UsageError(
             f"preset=reference holds ajwagen/dsrl's values: use it with algo=dsrl, not algo={algo}"
         )
@@ -512,94 +316,81 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         )
     if not cfg.base:
         raise ValueError("steering needs base=<run directory of robosteer-train>, e.g. base=runs/dp")
-    served = is_url(cfg.base)
     if served and algo != "dsrl":
         raise UsageError(
             f"base={cfg.base}: a served base is steered by algo=dsrl (through its initial noise); EXPO trains "
             "a copy of its base, which a server cannot lend: give EXPO a run directory"
         )
-    if served:  # DSRL over the wire: only the noise -> chunk map is needed
-        try:
-            base = served_base(str(cfg.base), str(cfg.protocol), cfg.token, float(cfg.policy_timeout_s))
-        except PolicyConnectionError as e:
-            raise UsageError(f"base={cfg.base}: {e}") from None
-        base = base.to(device)
-        ckpt_dir = None
-        task = cfg.task or base.task
-        if not task:
-            raise ValueError(f"the policy served at {cfg.base} names no task: pass task=<name>")
-    elif cfg.base == SCRATCH:
+
+
+def load_base(cfg: DictConfig, device: Any) -> LoadedBase:
+    """The frozen base (policies/bases.py): a run directory, a served policy (DSRL over the wire), or
+    base=scratch, whose identity map takes its size from the task's env."""
+    from robosteer import sim
+    from robosteer.policies.bases import base_source, open_base
+    from robosteer.policies.steering.scratch import SCRATCH
+
+    scratch_shape = None
+    if base_source(str(cfg.base)) == SCRATCH:
         if not cfg.task or cfg.variant != "sac":
             raise ValueError(
                 "base=scratch is plain SAC from scratch: it needs variant=sac and task=<name>, "
                 f"got variant={cfg.variant} task={cfg.task}"
             )
-        task = cfg.task
-        with sim.make_env(task, num_envs=1, obs="state") as probe:
+        with sim.make_env(cfg.task, num_envs=1, obs="state") as probe:
             state_dim = int(probe.single_observation_space["state"].shape[0])
             action_dim = int(probe.single_action_space.shape[0])
-        base = make_scratch_base(state_dim, action_dim, int(cfg.scratch_chunk)).to(device)
-        ckpt_dir = None
-    else:
-        base = load_policy(cfg.base, which=cfg.which, device=device)
-        if getattr(base, "name", "") == "streaming":
-            raise ValueError(
-                f"{algo.upper()} needs a stateless noise->chunk map: use a diffusion or flow base, not streaming"
-            )
-        ckpt_dir, _ = find_checkpoint(cfg.base, cfg.which)
-        task = cfg.task or read_checkpoint_config(ckpt_dir).get("task")
-        if not task:
-            raise ValueError(f"the base {cfg.base} names no task: pass task=<name>")
-    to, ta = base.config.n_obs_steps, base.config.n_action_steps
-    embedding = None
+        scratch_shape = [state_dim, action_dim, int(cfg.scratch_chunk)]
+    served = (  # base_kind=served's keys exist only for a served base
+        {"protocol": str(cfg.protocol), "token": cfg.token, "timeout_s": float(cfg.policy_timeout_s)}
+        if "protocol" in cfg
+        else {}
+    )
+    return open_base(
+        str(cfg.base),
+        device=device,
+        which=str(cfg.which),
+        task=cfg.task or None,
+        scratch_shape=scratch_shape,
+        **served,
+    )
+
+
+def actor_inputs(cfg: DictConfig, base: Any, served: bool) -> tuple[tuple[str, ...], int, Any, bool]:
+    """(obs keys, flat obs dim, the base's embedding or None, own encoder): what the actor reads."""
+    import torch
+
+    from robosteer.policies.steering.embedding import EMBED_KEY, BaseEmbedding, reads_images
+
+    to = base.config.n_obs_steps
     own_encoder = actor_obs(cfg, base.shape_meta)
-    if reads_images(base.shape_meta):  # pixels: steer over the base's own observation embedding
-        if served:
-            raise UsageError(
-                f"base={cfg.base} reads camera images: steering from pixels goes through the base's own "
-                f"embedding, which the policy served at {cfg.base} cannot give; pass its run directory"
-            )
-        embedding = BaseEmbedding(base)
-        keys, obs_dim = (EMBED_KEY,), embedding.dim
-        if own_encoder:  # the actor reads the base's raw inputs through an encoder of its own
-            keys = embedding.raw_keys
-    else:
+    if not reads_images(base.shape_meta):
         keys = tuple(base.shape_meta["obs"])
         obs_dim = sum(to * int(torch.tensor(base.shape_meta["obs"][k]["shape"]).prod()) for k in keys)
-    critic = asymmetric_critic(cfg, task, to, keys)  # DSRL's option (configs/algo/dsrl.yaml)
-    if cfg.get("robot"):  # before anything is built: what steering on a robot cannot do yet
-        check_robot_steering(cfg, algo, served, embedding)  # (learner= exists only with robot=: cli.py)
-    build, exec_steps_of = ALGOS[algo]
-    exec_steps = exec_steps_of(cfg, ta)  # env steps per MDP action
-    offline_file = offline_path(cfg, algo, ckpt_dir)
-    steering = Steering(
-        cfg,
-        base,
-        task,
-        keys,
-        to,
-        ta,
-        exec_steps,
-        obs_dim,
-        device,
-        offline_file,
-        embedding,
-        critic,
-        own_encoder,
-    )
-    agent, offline, run_loop = build(steering)
-    from robosteer.scripts.schemas import TOP_LEVEL
+        return keys, obs_dim, None, own_encoder
+    if served:  # pixels: steer over the base's own observation embedding
+        raise UsageError(
+            f"base={cfg.base} reads camera images: steering from pixels goes through the base's own "
+            f"embedding, which the policy served at {cfg.base} cannot give; pass its run directory"
+        )
+    embedding = BaseEmbedding(base)
+    keys = embedding.raw_keys if own_encoder else (EMBED_KEY,)  # own encoder: the base's raw inputs
+    return keys, embedding.dim, embedding, own_encoder
 
-    top = {key: cfg[key] for key in TOP_LEVEL["run"]} | {"device": str(device)}  # typed once, at the top
-    run_cfg = OnlineRunConfig(**OmegaConf.to_container(cfg.run, resolve=True), **top)
 
-    inputs = dataclasses.replace(steering, critic=None).env_inputs()  # evaluation: the policy's inputs only
+def evaluator(cfg: DictConfig, steering: Steering, default_episodes: int) -> Callable[..., dict[str, Any]]:
+    """``eval_fn(policy, episodes=None)``: fresh evaluation envs that read the policy's inputs only."""
+    import torch
+
+    from robosteer import sim
+
+    inputs = dataclasses.replace(steering, critic=None).env_inputs()
 
     def eval_fn(policy: Any, episodes: int | None = None) -> dict[str, Any]:
         with (
             torch.no_grad(),
             sim.make_env(
-                task,
+                steering.task,
                 num_envs=int(cfg.eval_envs),
                 seed=int(cfg.eval_seed),
                 **inputs,
@@ -610,49 +401,62 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             return sim.evaluate(
                 eval_env,
                 policy,
-                episodes=episodes or run_cfg.eval_episodes,
+                episodes=episodes or default_episodes,
                 seed=int(cfg.eval_seed),
                 progress=False,
             )
 
+    return eval_fn
+
+
+def base_evaluation(cfg: DictConfig, run_dir: Path, eval_fn: Callable, base: Any) -> dict[str, Any] | None:
+    """The stock sampler's figure (fresh N(0, I) noise), measured once per run: a resumed run reads it."""
+    saved = run_dir / "base_eval.json"
+    if cfg.eval_base and not (cfg.resume and saved.exists()):
+        metrics = eval_fn(base)
+        atomic_write_text(saved, json.dumps(metrics, indent=2))
+        return metrics
+    return json.loads(saved.read_text()) if saved.exists() else None
+
+
+def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """Build base, env, agent and evaluation from the config and run DSRL or EXPO."""
+    import torch
+
+    from robosteer.policies.bases import base_source
+    from robosteer.policies.checkpoint import state_dict_hash
+    from robosteer.policies.steering.loop import resolve_device
+    from robosteer.policies.steering.scratch import SCRATCH
+
+    torch.set_num_threads(int(cfg.threads))
+    robot_rewards(cfg)
+    device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
+    algo = _algo(cfg)
+    check_base_choice(cfg, algo, base_source(str(cfg.base or "")) == "served")
+    loaded = load_base(cfg, device)
+    base, task = loaded.policy, loaded.task
+    steering = build_steering(cfg, algo, loaded, device)
+    offline_file, exec_steps = steering.offline_path, steering.exec_steps
+    agent, offline, run_loop = ALGOS[algo][0](steering)
+    run_cfg = run_config(cfg, device)
+    eval_fn = evaluator(cfg, steering, run_cfg.eval_episodes)
     check = None
     if algo == "dsrl" and cfg.base != SCRATCH:  # before an hour of training: is there anything to steer?
         check = steerability(steering, agent, offline, eval_fn)
         if cfg.check_only:
-            return {
-                "algo": algo,
-                "task": task,
-                "check_only": True,
-                "offline": offline_file,
-                "steerability": check.as_dict(),
-            }
-    env = (
-        None  # on a robot: deploy's control loop acts, the learner trains between episodes
-        if cfg.get("robot")
-        else steering.make_env(
-            int(cfg.num_envs),
-            seed=int(cfg.seed),
-            action_chunk=exec_steps,
-            max_episode_steps=cfg.max_episode_steps,
-            vectorization=cfg.vectorization,
-        )
-    )
-    base_hash = None if served else state_dict_hash(base)  # a served base's weights are the server's to keep
-    base_metrics = None
-    if cfg.eval_base and not (cfg.resume and (run_dir / "base_eval.json").exists()):
-        base_metrics = eval_fn(base)  # the stock sampler (fresh N(0, I) noise): the "before" figure
-        atomic_write_text(run_dir / "base_eval.json", json.dumps(base_metrics, indent=2))
-    elif (run_dir / "base_eval.json").exists():
-        base_metrics = json.loads((run_dir / "base_eval.json").read_text())
-    checkpoint_config = {
-        "task": task,
-        "base": str(cfg.base) if served or cfg.base == SCRATCH else str(Path(cfg.base).resolve()),
-        "base_protocol": str(cfg.protocol) if served else None,
-        "scratch_shape": [state_dim, action_dim, int(cfg.scratch_chunk)] if cfg.base == SCRATCH else None,
-        "base_which": str(cfg.which),
-        "base_hash": base_hash,
-    }
-    if env is None:
+            verdict = {"check_only": True, "steerability": check.as_dict()}
+            return {"algo": algo, "task": task, "offline": offline_file, **verdict}
+    env = None if cfg.get("robot") else steering.make_env(  # on a robot: deploy's control loop acts
+        int(cfg.num_envs),
+        seed=int(cfg.seed),
+        action_chunk=exec_steps,
+        max_episode_steps=cfg.max_episode_steps,
+        vectorization=cfg.vectorization,
+    )  # fmt: skip
+    checkpoint_config = loaded.record(str(cfg.base), str(cfg.which), str(cfg.get("protocol", "robosteer")))
+    base_hash = checkpoint_config["base_hash"]  # None for a served base: its weights are the server's to keep
+    base_metrics = base_evaluation(cfg, run_dir, eval_fn, base)
+    if env is None:  # the learner trains between the robot's episodes
         metrics = steer_on_robot(steering, agent, offline, run_cfg, run_dir, eval_fn, checkpoint_config)
     else:
         with env:
@@ -670,11 +474,8 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         raise RuntimeError(
             "the base policy's weights changed during steering: this is a bug, please report it"
         )
-    metrics["algo"] = algo
-    metrics["task"] = task
-    metrics["base_hash"] = base_hash
+    metrics |= {"algo": algo, "task": task, "base_hash": base_hash, "offline": offline_file}
     metrics["base_success_rate"] = base_metrics["success_rate"] if base_metrics else None
-    metrics["offline"] = offline_file
     metrics["offline_transitions"] = 0 if offline is None else len(offline["reward"])
     metrics["steerability"] = check.as_dict() if check is not None else None
     if metrics["history"]:
@@ -683,6 +484,30 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             metrics["history"], run_dir / "plots" / "learning_curve.png", f"{title} on {task}"
         )
     return metrics
+
+
+def build_steering(cfg: DictConfig, algo: str, loaded: LoadedBase, device: Any) -> Steering:
+    """What the learner reads and decodes through, checked before anything is trained."""
+    base, task, served = loaded.policy, loaded.task, loaded.source == "served"
+    to, ta = base.config.n_obs_steps, base.config.n_action_steps
+    keys, obs_dim, embedding, own_encoder = actor_inputs(cfg, base, served)
+    critic = asymmetric_critic(cfg, task, to, keys)  # DSRL's option (configs/algo/dsrl.yaml)
+    if cfg.get("robot"):  # before anything is built: what steering on a robot cannot do yet
+        check_robot_steering(cfg, algo, served, embedding)  # (learner= exists only with robot=: cli.py)
+    exec_steps = ALGOS[algo][1](cfg, ta)  # env steps per MDP action
+    offline_file = offline_path(cfg, algo, loaded.ckpt_dir)
+    return Steering(
+        cfg, base, task, keys, to, ta, exec_steps, obs_dim, device, offline_file, embedding, critic, own_encoder
+    )  # fmt: skip
+
+
+def run_config(cfg: DictConfig, device: Any) -> Any:
+    """The loop's OnlineRunConfig: the ``run`` node plus the keys typed once at the top (env_steps, seed)."""
+    from robosteer.policies.steering.loop import OnlineRunConfig
+    from robosteer.scripts.schemas import TOP_LEVEL
+
+    top = {key: cfg[key] for key in TOP_LEVEL["run"]} | {"device": str(device)}
+    return OnlineRunConfig(**OmegaConf.to_container(cfg.run, resolve=True), **top)
 
 
 def _main(cfg: DictConfig) -> None:

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from robosteer.policies.acting import ChunkPolicy
+from robosteer.policies.bases import load_run
 from robosteer.policies.rl import (
     CriticEnsemble,
     EncodedActor,
@@ -34,7 +35,7 @@ from robosteer.policies.rl import (
 )
 from robosteer.policies.rl.nets import optimizer_step
 from robosteer.policies.rl.replay import sample_mixed
-from robosteer.policies.steering.embedding import EMBED_KEY, BaseEmbedding, PixelEncoder
+from robosteer.policies.steering.embedding import EMBED_KEY, BaseEmbedding
 from robosteer.policies.steering.loop import (
     Flags,
     Obs,
@@ -42,9 +43,9 @@ from robosteer.policies.steering.loop import (
     OnlineRunConfig,
     Sampler,
     flat_features,
-    load_run,
     run_online,
 )
+from robosteer.policies.steering.obs_spec import ObsSpec
 
 VARIANTS = ("na", "sac")
 BACKUPS = ("min", "mean")  # over the target heads
@@ -168,17 +169,7 @@ class DSRL(OnlineLearner):
         super().__init__()
         self.config = cfg = config or DSRLConfig()
         object.__setattr__(self, "base", base)  # not a sub-module: stays out of state_dict and optimizers
-        if (critic_keys is None) != (critic_obs_dim is None):
-            raise ValueError(
-                "DSRL: critic_keys and critic_obs_dim go together (an asymmetric critic's inputs)"
-            )
-        if actor_encoder is not None and critic_keys is None:
-            raise ValueError("DSRL: an actor with its own encoder needs the critics' inputs (critic_keys)")
-        if cfg.encoder_aux > 0 and (actor_encoder is None or critic_keys is None):
-            raise ValueError(
-                f"DSRL encoder_aux={cfg.encoder_aux} trains the actor's own encoder on the privileged state the "
-                "critics read: it needs actor_obs=encoder and critic_obs=state (or set dsrl.encoder_aux=0)"
-            )
+        self._check_inputs(cfg, critic_keys, critic_obs_dim, actor_encoder)
         # the base's normaliser, used read-only by ``features`` (not a sub-module: it is the base's own state)
         norm = getattr(self.frozen_base, "normalizer", None) if cfg.normalize_obs else None
         object.__setattr__(self, "obs_normalizer", norm)
@@ -242,6 +233,24 @@ class DSRL(OnlineLearner):
         self.to(self.device)
         if isinstance(self.frozen_base, nn.Module):
             self.frozen_base.requires_grad_(False).eval().to(self.device)
+
+    @staticmethod
+    def _check_inputs(
+        cfg: DSRLConfig, critic_keys: Any, critic_obs_dim: int | None, actor_encoder: nn.Module | None
+    ) -> None:
+        """The constructor's arguments agree: an asymmetric critic's keys with its size, an own encoder with
+        the critics' inputs, and encoder_aux with both."""
+        if (critic_keys is None) != (critic_obs_dim is None):
+            raise ValueError(
+                "DSRL: critic_keys and critic_obs_dim go together (an asymmetric critic's inputs)"
+            )
+        if actor_encoder is not None and critic_keys is None:
+            raise ValueError("DSRL: an actor with its own encoder needs the critics' inputs (critic_keys)")
+        if cfg.encoder_aux > 0 and (actor_encoder is None or critic_keys is None):
+            raise ValueError(
+                f"DSRL encoder_aux={cfg.encoder_aux} trains the actor's own encoder on the privileged state the "
+                "critics read: it needs actor_obs=encoder and critic_obs=state (or set dsrl.encoder_aux=0)"
+            )
 
     def _bank_spec(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         k = self.config.noise_critic_samples
@@ -580,7 +589,24 @@ class DSRL(OnlineLearner):
             "critic_keys": list(self.critic_keys),
             "critic_obs_dim": self.critic_obs_dim,
             "actor_obs": "encoder" if self.encoded else "features",
+            "pixels": isinstance(self.base, BaseEmbedding),  # read back by ObsSpec.from_record
         }
+
+    @classmethod
+    def from_spec(
+        cls,
+        base: NoiseDecoder,
+        spec: ObsSpec,
+        exec_slice: slice,
+        config: DSRLConfig | None = None,
+        device: str | torch.device = "cpu",
+        embedding: BaseEmbedding | None = None,
+    ) -> DSRL:
+        """The learner for ``spec``'s inputs over the raw ``base``: the one way robosteer-steer builds DSRL
+        and a checkpoint rebuilds it."""
+        return cls(
+            exec_slice=exec_slice, config=config, device=device, **spec.learner_inputs(base, embedding)
+        )
 
 
 def _centred(q: torch.Tensor, k: int) -> torch.Tensor:
@@ -682,21 +708,8 @@ def load_steered_policy(
     """
     ck, base = load_run(path, which, "dsrl", ("obs_dim", "exec_slice", "obs_keys", "dsrl"))
     cfg = ck.config
-    acting = acting_config(cfg["dsrl"])
-    keys = tuple(cfg["obs_keys"])
-    encoded = cfg.get("actor_obs") == "encoder"  # the actor's own encoder: rebuilt, its weights loaded below
-    decoder = BaseEmbedding(base) if keys == (EMBED_KEY,) or encoded else base
-    critic = (tuple(cfg["critic_keys"]), int(cfg["critic_obs_dim"])) if "critic_keys" in cfg else (None, None)
-    agent = DSRL(
-        decoder,
-        int(cfg["obs_dim"]),
-        slice(*cfg["exec_slice"]),
-        acting,
-        keys,
-        device,
-        *critic,
-        actor_encoder=PixelEncoder(base) if encoded else None,
-    )
+    spec = ObsSpec.from_record(cfg)
+    agent = DSRL.from_spec(base, spec, slice(*cfg["exec_slice"]), acting_config(cfg["dsrl"]), device)
     agent.load_state_dict(ck.modules["agent"])
     policy = SteeredPolicy(base, agent.eval(), deterministic=deterministic, trained=trained)
     policy.task = cfg.get("task") or getattr(base, "task", None)

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from robosteer.policies.acting import ChunkPolicy
+from robosteer.policies.bases import load_run
 from robosteer.policies.rl import (
     CriticEnsemble,
     ReplayBuffer,
@@ -44,7 +45,6 @@ from robosteer.policies.steering.loop import (
     OnlineLearner,
     OnlineRunConfig,
     Sampler,
-    load_run,
     run_online,
 )
 

@@ -13,7 +13,6 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -592,60 +591,3 @@ def resume_episodes(
             "num_envs): they start afresh, so this resume does not retrace the interrupted run step for step"
         )
     return env.reset(seed=seed), np.zeros(env.num_envs)
-
-
-def load_run(path: str, which: str, kind: str, keys: tuple[str, ...]) -> tuple[Any, Any]:
-    """(checkpoint with module ``agent``, its base policy) of a steering run directory or checkpoint.
-
-    ``which``: ``latest`` or ``best`` (``latest`` when the run never evaluated). The base is reloaded from its
-    recorded path and refused if its weights' hash changed; ``base=scratch`` gets its identity map back.
-    """
-    from robosteer.policies.checkpoint import CheckpointError, load_checkpoint, load_policy, state_dict_hash
-    from robosteer.policies.steering.scratch import SCRATCH, make_scratch_base
-    from robosteer.policies.steering.served import served_base
-    from robosteer.real.client import PolicyConnectionError, is_url
-
-    p = Path(path)
-    if which not in ("best", "latest"):
-        raise CheckpointError(f"which={which!r} is not valid for a steering run: expected 'best' or 'latest'")
-    ckpt_dir = p
-    if (p / "checkpoints").is_dir():
-        ckpt_dir = p / "checkpoints" / (which if (p / "checkpoints" / which).exists() else "latest")
-    ck = load_checkpoint(ckpt_dir, names=["agent"])
-    cfg, where = ck.config, ck.path / "config.json"
-    if cfg.get("kind") != kind:
-        raise CheckpointError(f"{where}: key 'kind' is {cfg.get('kind')!r}, expected {kind!r}")
-    for key in ("base", "base_which", *keys):
-        if key not in cfg:
-            raise CheckpointError(f"{where}: key {key!r} is missing (written by an older robosteer?)")
-    if cfg["base"] == SCRATCH:  # plain SAC from scratch: the identity noise -> chunk map
-        return ck, make_scratch_base(*cfg["scratch_shape"])
-    if is_url(cfg["base"]):  # steered over the wire (base=ws://...): dial the server again
-        try:
-            return ck, served_base(cfg["base"], cfg.get("base_protocol") or "robosteer")
-        except PolicyConnectionError as e:
-            raise CheckpointError(
-                f"{where}: this run steers the policy served at {cfg['base']}: {e}"
-            ) from None
-    base_dir = Path(cfg["base"])
-    run_dir = ck.path.parent.parent if ck.path.parent.name == "checkpoints" else ck.path
-    beside = run_dir.parent / base_dir.name  # runs/ moved or copied as a whole: the base sits beside the run
-    if not base_dir.exists() and "base_hash" in cfg and beside.is_dir():
-        log.info(
-            "the recorded base %s is gone; using %s beside the run (its weight hash is checked)",
-            base_dir,
-            beside,
-        )
-        base_dir = beside
-    if not base_dir.exists():
-        raise CheckpointError(
-            f"{where}: key 'base' points to {cfg['base']}, which no longer exists (nor does {beside}): "
-            f"{kind.upper()} steers that exact base policy, restore it there"
-        )
-    base = load_policy(base_dir, which=cfg["base_which"])
-    if "base_hash" in cfg and state_dict_hash(base) != cfg["base_hash"]:
-        raise CheckpointError(
-            f"{where}: the base at {base_dir} (which={cfg['base_which']}) is not the one this actor was "
-            "trained on (weight hash differs)"
-        )
-    return ck, base

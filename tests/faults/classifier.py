@@ -1,6 +1,6 @@
 """Planted faults in robot_reward=classifier: the success classifier's labels, threshold, error rates and training
 (``policies/success_classifier.py``), its judge and the episode it cuts (``real/steering.py``), and the
-twin's camera for it (``scripts/steer.py``); ``python tests/faults/run.py -k classifier``."""
+twin's camera for it (``scripts/steer_robot.py``); ``python tests/faults/run.py -k classifier``."""
 
 CLASSIFIER = "policies/success_classifier.py"
 STEERING = "real/steering.py"
@@ -77,14 +77,14 @@ FAULTS = [
     },
     {
         "name": "robot_reward=classifier: the twin does not record the classifier's camera",
-        "file": "scripts/steer.py",
+        "file": "scripts/steer_robot.py",
         "old": "        record = [judge.camera]\n",
         "new": "        record = []\n",
         "tests": [T_CLI],
     },
     {
         "name": "robot_reward=classifier: a resumed run trains a new classifier",
-        "file": "scripts/steer.py",
+        "file": "scripts/steer_robot.py",
         "old": "    if c.path or own.exists():\n",
         "new": "    if c.path:\n",
         "tests": [T_CLI],

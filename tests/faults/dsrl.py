@@ -305,8 +305,8 @@ FAULTS = [
     ),
     # ------------------------------------------------------------------------------------------ loop
     _f(
-        "loop: a base moved along with its steering run is not looked for beside it",
-        LOOP,
+        "bases: a base moved along with its steering run is not looked for beside it",
+        "policies/bases.py",
         'if not base_dir.exists() and "base_hash" in cfg and beside.is_dir():',
         'if not base_dir.exists() and "base_hash" in cfg and beside.is_file():',
         "tests/scripts/test_steer.py::test_steered_policy_refuses_a_changed_base",

@@ -232,9 +232,9 @@ FAULTS = [
     },
     {
         "name": "pixels own encoder: loading a run forgets the actor's encoder",
-        "file": "policies/steering/dsrl.py",
-        "old": "        actor_encoder=PixelEncoder(base) if encoded else None,\n",
-        "new": "        actor_encoder=None,\n",
+        "file": "policies/steering/obs_spec.py",
+        "old": "        own = saved.get(\"actor_obs\") == \"encoder\"\n",
+        "new": "        own = False\n",
         "tests": [
             "tests/scripts/test_steer.py::test_dsrl_from_pixels_with_its_own_encoder_keeps_uint8_images_and_trains_a_copy"
         ],

@@ -50,7 +50,7 @@ FAULTS = [
     },
     {
         "name": "robot steering: robot_reward=success leaves the shaped simulator reward in force",
-        "file": "scripts/steer.py",
+        "file": "scripts/steer_robot.py",
         "old": '        cfg.run.reward = "sparse"\n',
         "new": "        pass\n",
         "tests": [T_CLI],
@@ -84,7 +84,7 @@ FAULTS += [
     },
     {
         "name": "robot steering: under robot_reward=operator the twin still ends episodes at its success",
-        "file": "scripts/steer.py",
+        "file": "scripts/steer_robot.py",
         "old": "        cfg.robot.driver.end_on_success = False",
         "new": "        cfg.robot.driver.end_on_success = True",
         "tests": [T_OPERATOR],

@@ -696,11 +696,11 @@ def test_reward_classifier_reports_its_errors_first_and_pays_its_first_success_f
         (["robot=ur"], "an evaluation on the arm's own judged episodes"),
         (
             ["robot=sim_twin", "resets=hands"],
-            "resets='hands' is not valid: expected one of ('robot', 'operator')",
+            "resets='hands' is not known: expected one of ['robot', 'operator']",
         ),
         (["robot=sim_twin", "variant=sac"], "algo=dsrl variant=na"),
         (["robot=sim_twin", "robot_reward=classifier"], "robot_reward=classifier needs a success classifier"),
-        (["robot=sim_twin", "robot_reward=smile"], "robot_reward='smile' is not valid on a robot"),
+        (["robot=sim_twin", "robot_reward=smile"], "robot_reward='smile' is not known: expected one of ['success', 'twin', 'operator', 'classifier']"),
         (
             ["robot=sim_twin", "learner=ray", "learner.weights_every=0"],
             "learner.weights_every=0 is not valid",
