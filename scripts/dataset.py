@@ -39,6 +39,8 @@ def info_text(demos: DemoFile) -> str:
         ("action dim", s["action_dim"]),
         ("splits", ", ".join(f"{k}: {v}" for k, v in sorted(s["splits"].items())) or "none (no mask/ group)"),
     ]
+    fps = demos.attrs.get("fps")
+    rows.append(("control rate", "not recorded (export needs fps=)" if fps is None else f"{fps} Hz"))
     rows.append(("image layout", f"{demos.image_layout}: {IMAGE_LAYOUTS[demos.image_layout]}"))
     for key, (shape, dtype) in demos.obs_shapes.items():
         stored = demos.obs_paths[key]

@@ -56,6 +56,7 @@ def test_info_table(make_dataset, capsys):
         "success rate       50.0%",
         "action dim         4",
         "splits             train: 3, valid: 1",
+        "control rate       not recorded (export needs fps=)",
         "image layout       flat: images at obs/<camera>_image (robomimic's layout)",
         "obs/corner2_image  (T, 8, 10, 3) uint8 (read as image/corner2)",
         "obs/state          (T, 3) float32\n",
@@ -187,5 +188,6 @@ def test_validate_and_info_say_the_image_layout(make_dataset, capsys, layout, sa
     assert run(_cfg("cmd=info", f"path={path}")) == 0
     out = capsys.readouterr().out
     assert re.search(rf"^image layout +{layout}: {re.escape(said)}$", out, re.M), out
-    if layout == "nested":  # stored where the keys read: no "read as"
+    if layout == "nested":  # stored where the keys read: no "read as"; the fixture records 80 Hz
+        assert re.search(r"^control rate +80.0 Hz$", out, re.M), out
         assert re.search(r"^obs/image/a +\(T, 6, 8, 3\) uint8$", out, re.M), out
