@@ -88,6 +88,7 @@ def test_a_bad_value_in_a_float_camera_names_where_it_is_stored(tmp_path):
     with DatasetWriter(path, {"env_name": "push-v3"}) as w:
         w.add_episode({"image/depth": depth}, np.zeros((4, 2)), np.zeros(4), np.eye(4)[-1])
     with h5py.File(path, "a") as f:
+        assert f["data/demo_0/obs/depth_image"].compression == "gzip"  # compressed as the camera it is
         f["data/demo_0/obs/depth_image"][2, 1, 0, 0] = np.nan
     with open_dataset(path) as demos, pytest.raises(DatasetError) as info:
         demos.episode(0)

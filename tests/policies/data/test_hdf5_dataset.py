@@ -221,6 +221,7 @@ def test_stats_match_numpy(make_dataset):
         ("image/wrist_image", "wrist_image_image"),  # a camera whose name ends in _image round-trips too
         ("state", "state"),
         ("image", "image"),  # no camera: as is
+        ("image/", "image/"),  # an empty camera name: as is
         ("image/a/b", "image/a/b"),  # a deeper path is not a camera: as is
         ("imagery", "imagery"),
         ("proprio/joints", "proprio/joints"),
