@@ -314,10 +314,10 @@ def probe_rows(args: argparse.Namespace) -> list[dict]:
     reads the embedding can know of where to push."""
     import copy
 
-    import h5py
     import torch
 
     from robosteer.policies.checkpoint import load_policy
+    from robosteer.policies.data import open_dataset
     from robosteer.policies.steering.embedding import BaseEmbedding, embed_windows
 
     if not args.base:
@@ -335,14 +335,15 @@ def probe_rows(args: argparse.Namespace) -> list[dict]:
     windows: dict[str, list[np.ndarray]] = {k: [] for k in embedding.raw_keys}
     labels, episode = [], []
     to = int(base.config.n_obs_steps)
-    with h5py.File(dataset, "r") as f:
-        for i, name in enumerate(sorted(f["data"].keys())):
-            obs = f["data"][name]["obs"]
+    with open_dataset(dataset) as demos:  # the one reader: camera keys in either image layout
+        # sorted by name, as before, so the held-out fifth is unchanged
+        for i, name in enumerate(sorted(demos.demo_names)):
+            obs = demos.episode(name, list(dict.fromkeys([*embedding.raw_keys, "state"])))["obs"]
             n = len(obs["state"])
             frames = np.clip(np.arange(n)[:, None] + np.arange(1 - to, 1), 0, None)  # (T, To), first repeated
             for k in embedding.raw_keys:  # (T, ...) -> windows (T, To, ...), as the policy reads them
-                windows[k].append(obs[k][:][frames])
-            labels.append(obs["state"][:][:, list(PROBE_TARGETS.values())])
+                windows[k].append(obs[k][frames])
+            labels.append(obs["state"][:, list(PROBE_TARGETS.values())])
             episode += [i] * len(labels[-1])
     raw = {k: np.concatenate(v) for k, v in windows.items()}  # {key: (N, To, ...)}
     y = np.concatenate(labels)  # (N, 4) metres

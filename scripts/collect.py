@@ -151,6 +151,8 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             DatasetWriter(
                 path,
                 env_args=env_args(cfg, env.max_episode_steps),
+                # the control rate (80 Hz: frame_skip 5 x 2.5 ms): an export to LeRobot is labelled with it
+                attrs={"fps": 1.0 / env.dt},
                 valid_fraction=float(cfg.valid_fraction),
                 split_seed=int(cfg.seed),
             ) as writer,

@@ -19,6 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from robosteer.policies.data import DatasetError, DemoFile, open_dataset
+from robosteer.policies.data.hdf5 import IMAGE_LAYOUTS
 from robosteer.scripts.common import console_main
 
 COMMANDS = ("info", "validate", "video", "import", "export")
@@ -38,8 +39,13 @@ def info_text(demos: DemoFile) -> str:
         ("action dim", s["action_dim"]),
         ("splits", ", ".join(f"{k}: {v}" for k, v in sorted(s["splits"].items())) or "none (no mask/ group)"),
     ]
+    fps = demos.attrs.get("fps")
+    rows.append(("control rate", "not recorded (export needs fps=)" if fps is None else f"{fps} Hz"))
+    rows.append(("image layout", f"{demos.image_layout}: {IMAGE_LAYOUTS[demos.image_layout]}"))
     for key, (shape, dtype) in demos.obs_shapes.items():
-        rows.append((f"obs/{key}", f"(T, {', '.join(map(str, shape))}) {dtype}"))
+        stored = demos.obs_paths[key]
+        read_as = f" (read as {key})" if stored != key else ""
+        rows.append((f"obs/{stored}", f"(T, {', '.join(map(str, shape))}) {dtype}{read_as}"))
     rows.append(("env_args", json.dumps(s["env_args"], sort_keys=True)))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
@@ -99,7 +105,10 @@ def run(cfg: DictConfig) -> int:
             elif cmd == "validate":
                 if cfg.get("deep", True):
                     demos.deep_check()
-                print(f"valid: {path} ({demos.num_episodes} episodes, {demos.total_steps} steps)")
+                print(
+                    f"valid: {path} ({demos.num_episodes} episodes, {demos.total_steps} steps; "
+                    f"{IMAGE_LAYOUTS[demos.image_layout]})"
+                )
             else:
                 out = Path(str(cfg.out)) if cfg.get("out") else path.parent / "videos"
                 episode = cfg.episode if isinstance(cfg.episode, int) else str(cfg.episode)

@@ -4,13 +4,18 @@ Layout (robomimic v0.3, what its ``SequenceDataset`` and conversion scripts use)
 
     data/                      attrs: env_args (JSON {"env_name", "type", "env_kwargs"}), total (sum of num_samples)
       demo_0/                  attrs: num_samples, plus per-episode attrs (seed, success, ...)
-        obs/<key>              (T, ...)  keys may contain '/', e.g. obs/image/corner2 is a nested path
+        obs/<key>              (T, ...)  camera image/<cam> at obs/<cam>_image (flat, robomimic's convention)
         next_obs/<key>         (T, ...)
         actions                (T, A)
         rewards                (T,)
         dones                  (T,)
         states                 (T, S)    optional (simulator states, for replay)
     mask/train, mask/valid     byte strings of demo names
+
+robosteer names a camera ``image/<camera>``; robomimic's readers and trainer take one dataset per key directly
+under ``obs`` (a nested ``obs/image/<camera>`` is a group they cannot read), so the writer stores it at
+``obs/<camera>_image`` and the reader maps it back. Files written before that hold ``obs/image/<camera>``
+and are read as they are (:attr:`DemoFile.image_layout` says which).
 """
 
 from __future__ import annotations
@@ -34,6 +39,14 @@ PARTIAL_SUFFIX = ".partial"
 # The largest magnitude a stored float may have; anything beyond is corruption, not data. Its square (a
 # variance, an MSE term) and sums of squares must stay finite in float32 (max ~3.4e38).
 MAX_ABS_VALUE = 1e18
+IMAGE_PREFIX = "image/"  # robosteer's camera keys: image/<camera>
+IMAGE_SUFFIX = "_image"  # where robomimic keeps them: obs/<camera>_image
+IMAGE_LAYOUTS = {  # DemoFile.image_layout -> what it means
+    "flat": "images at obs/<camera>_image (robomimic's layout)",
+    "nested": "images at obs/image/<camera> (robosteer's layout before flat keys; robomimic cannot read it)",
+    "mixed": "images at both obs/<camera>_image and obs/image/<camera>",
+    "none": "no image keys",
+}
 
 
 # --------------------------------------------------------------------------------------------------- helpers
@@ -46,6 +59,19 @@ def demo_sort_key(name: str) -> int:
 def is_image(key: str, arr: np.ndarray) -> bool:
     """Image observations: ``image/<camera>`` keys or uint8 (T, H, W, C) arrays (channel-last)."""
     return key.startswith("image") or (arr.dtype == np.uint8 and arr.ndim == 4 and arr.shape[-1] in (1, 3, 4))
+
+
+def stored_key(key: str) -> str:
+    """Where obs key ``key`` is written under ``obs/``: ``image/<camera>`` at ``<camera>_image``; others as is."""
+    camera = key.removeprefix(IMAGE_PREFIX)
+    return camera + IMAGE_SUFFIX if camera != key and camera and "/" not in camera else key
+
+
+def obs_key(stored: str) -> str:
+    """robosteer's key of dataset ``obs/<stored>``: ``<camera>_image`` -> ``image/<camera>``; others (a nested
+    ``image/<camera>`` of an older file included) as they are."""
+    camera = stored.removesuffix(IMAGE_SUFFIX)
+    return IMAGE_PREFIX + camera if camera != stored and camera and "/" not in camera else stored
 
 
 def _attr_value(value: Any) -> Any:
@@ -99,6 +125,17 @@ def _datasets_under(group: h5py.Group) -> dict[str, h5py.Dataset]:
     names: list[str] = []
     group.visit(names.append)
     return {n: group[n] for n in names if isinstance(group[n], h5py.Dataset)}
+
+
+def _obs_datasets(group: h5py.Group, path: Path) -> dict[str, h5py.Dataset]:
+    """The datasets under an ``obs``/``next_obs`` group by robosteer's key (:func:`obs_key`), either layout."""
+    out: dict[str, h5py.Dataset] = {}
+    for name, ds in _datasets_under(group).items():
+        key = obs_key(name)
+        if key in out:
+            raise DatasetError(f"{path}: {out[key].name[1:]} and {ds.name[1:]} both hold obs key {key!r}")
+        out[key] = ds
+    return out
 
 
 def split_names(names: Sequence[str], valid_fraction: float, seed: int) -> tuple[list[str], list[str]]:
@@ -261,7 +298,7 @@ class DatasetWriter:
 
     def _write(self, group: h5py.Group, name: str, arr: np.ndarray) -> None:
         kwargs: dict[str, Any] = {}
-        if arr.ndim >= 3 and is_image(name.split("/", 1)[-1], arr) and self.compression is not None:
+        if arr.ndim >= 3 and is_image(obs_key(name.split("/", 1)[-1]), arr) and self.compression is not None:
             kwargs["chunks"] = (min(arr.shape[0], 16), *arr.shape[1:])
             kwargs["compression"] = self.compression
             if self.compression == "gzip":
@@ -289,6 +326,12 @@ class DatasetWriter:
         if not obs:
             raise DatasetError(f"{where}: obs is empty; expected a dict of (T, ...) arrays")
         obs_arr = {str(k): np.asarray(v) for k, v in obs.items()}
+        for key in obs_arr:
+            if obs_key(stored_key(key)) != key:
+                raise DatasetError(
+                    f"{where}: obs key {key!r} would read back as {obs_key(key)!r} (obs/<camera>_image holds "
+                    f"camera image/<camera>): name a camera {obs_key(key)!r}; other keys must not end in '_image'"
+                )
         spec = self._obs_spec or {k: (v.shape[1:], v.dtype) for k, v in obs_arr.items()}
         missing = sorted(set(spec) - set(obs_arr))
         extra = sorted(set(obs_arr) - set(spec))
@@ -333,7 +376,8 @@ class DatasetWriter:
                 raise DatasetError(f"{where}: states must be ({T}, S), got shape {states.shape}")
         self._obs_spec = spec
         self._action_dim = A
-        arrays = {f"obs/{k}": v for k, v in obs_arr.items()} | {f"next_obs/{k}": v for k, v in nxt.items()}
+        arrays = {f"obs/{stored_key(k)}": v for k, v in obs_arr.items()}
+        arrays |= {f"next_obs/{stored_key(k)}": v for k, v in nxt.items()}
         arrays["actions"] = actions.astype(np.float32) if actions.dtype.kind == "f" else actions
         arrays["rewards"] = rewards
         arrays["dones"] = dones_arr.astype(np.uint8)
@@ -393,6 +437,7 @@ class DemoFile:
 
         self._lengths: dict[str, int] = {}
         self._obs_spec: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+        self._obs_paths: dict[str, str] = {}  # obs key -> its dataset's path under obs/ in the first demo
         self.action_dim: int | None = None  # A of the (T, A) actions; None for a file with no demos
         first: str | None = None
         for name in self._names:
@@ -420,39 +465,44 @@ class DemoFile:
                 raise self._err(
                     f"{where}/obs is missing (expected a group of (T, ...) datasets){hint('obs', g.keys())}"
                 )
-            obs = _datasets_under(g["obs"])
+            obs = _obs_datasets(g["obs"], self.path)
             if first is None:
                 first = name
                 self._obs_spec = {k: (tuple(d.shape[1:]), d.dtype) for k, d in obs.items()}
+                # where each key lies under obs/ (its layout), for messages and image_layout
+                self._obs_paths = {k: d.name[len(g["obs"].name) + 1 :] for k, d in obs.items()}
                 if not obs:
                     raise self._err(f"{where}/obs holds no datasets (expected at least one obs key)")
             for key, (shape, _dtype) in self._obs_spec.items():
                 if key not in obs:
                     raise self._err(
-                        f"{where}/obs/{key} is missing (present in data/{first}){hint(key, obs.keys())}"
+                        f"{where}/obs/{self._obs_paths[key]} is missing (present in data/{first})"
+                        f"{hint(key, obs.keys())}"
                     )
                 d = obs[key]
                 if d.ndim == 0 or d.shape[0] != T or tuple(d.shape[1:]) != shape:
                     raise self._err(
-                        f"{where}/obs/{key} has shape {d.shape}, expected ({T}, {', '.join(map(str, shape))})"
+                        f"{d.name[1:]} has shape {d.shape}, expected ({T}, {', '.join(map(str, shape))})"
                         f" (T = num_samples, per-step shape as in data/{first})"
                     )
             extra = sorted(set(obs) - set(self._obs_spec))
             if extra:
                 raise self._err(
-                    f"{where}/obs/{extra[0]} is not in data/{first}/obs (every demo must hold the same obs keys:"
+                    f"{obs[extra[0]].name[1:]} is not in data/{first}/obs (every demo must hold the same obs keys:"
                     f" {sorted(self._obs_spec)})"
                 )
             if "next_obs" in g:
-                nxt = _datasets_under(g["next_obs"])
+                nxt = _obs_datasets(g["next_obs"], self.path)
                 for key in self._obs_spec:
                     if key not in nxt:
                         raise self._err(
-                            f"{where}/next_obs/{key} is missing (obs/{key} exists){hint(key, nxt.keys())}"
+                            f"{where}/next_obs/{self._obs_paths[key]} is missing (obs/{self._obs_paths[key]} "
+                            f"exists){hint(key, nxt.keys())}"
                         )
                     if nxt[key].shape != obs[key].shape:
                         raise self._err(
-                            f"{where}/next_obs/{key} has shape {nxt[key].shape}, expected {obs[key].shape} as obs/{key}"
+                            f"{nxt[key].name[1:]} has shape {nxt[key].shape}, expected {obs[key].shape} as "
+                            f"{obs[key].name[1:]}"
                         )
             for key in ("rewards", "dones", "states"):
                 if key in g and (g[key].ndim == 0 or g[key].shape[0] != T):
@@ -500,6 +550,20 @@ class DemoFile:
         return sorted(self._obs_spec)
 
     @property
+    def image_layout(self) -> str:
+        """Where the images lie: ``"flat"`` (``obs/<camera>_image``, robomimic's), ``"nested"``
+        (``obs/image/<camera>``, files written before), ``"mixed"`` or ``"none"`` (see ``IMAGE_LAYOUTS``)."""
+        kinds = {
+            "nested" if p == k else "flat" for k, p in self._obs_paths.items() if k.startswith(IMAGE_PREFIX)
+        }
+        return "none" if not kinds else kinds.pop() if len(kinds) == 1 else "mixed"
+
+    @property
+    def obs_paths(self) -> dict[str, str]:
+        """Where each obs key is stored under ``obs/`` (``{"image/corner2": "corner2_image", ...}``)."""
+        return dict(sorted(self._obs_paths.items()))
+
+    @property
     def obs_shapes(self) -> dict[str, tuple[tuple[int, ...], str]]:
         """Per-step shape and dtype of each obs key, e.g. ``{"state": ((39,), "float32")}``."""
         return {k: (s, str(d)) for k, (s, d) in sorted(self._obs_spec.items())}
@@ -545,10 +609,12 @@ class DemoFile:
         keys = self.check_obs_keys(obs_keys) if obs_keys is not None else self.obs_keys
         g = self._file["data"][name]
         try:
+            obs = _obs_datasets(g["obs"], self.path)
+            nxt = _obs_datasets(g["next_obs"], self.path) if "next_obs" in g else None
             out: dict[str, Any] = {
                 "name": name,
-                "obs": {k: g["obs"][k][()] for k in keys},
-                "next_obs": {k: g["next_obs"][k][()] for k in keys} if "next_obs" in g else None,
+                "obs": {k: obs[k][()] for k in keys},
+                "next_obs": {k: nxt[k][()] for k in keys} if nxt is not None else None,
                 "actions": g["actions"][()],
                 **{k: g[k][()] if k in g else None for k in ("rewards", "dones", "states")},
                 "attrs": {k: _read_attr(v) for k, v in g.attrs.items()},
@@ -556,9 +622,9 @@ class DemoFile:
         except (OSError, KeyError) as err:  # corrupt chunks / unreadable data inside a valid structure
             raise self._err(f"data/{name} could not be read ({err}); the file may be corrupt") from err
         if check:
-            for group in ("obs", "next_obs"):
+            for group, stored in (("obs", obs), ("next_obs", nxt)):
                 for k, arr in (out[group] or {}).items():
-                    check_values(arr, f"{self.path}: data/{name}/{group}/{k}")
+                    check_values(arr, f"{self.path}: {stored[k].name[1:]}")
             for key in ("actions", "rewards", "dones", "states"):
                 if out[key] is not None:
                     check_values(out[key], f"{self.path}: data/{name}/{key}")
@@ -619,6 +685,7 @@ class DemoFile:
             "action_dim": self.action_dim,
             "obs": {k: {"shape": list(s), "dtype": d} for k, (s, d) in self.obs_shapes.items()},
             "splits": {m: len(v) for m, v in self._masks.items()},
+            "image_layout": self.image_layout,
             "env_args": self.env_args,
         }
 

@@ -76,6 +76,8 @@ def test_keep_all_with_heavy_noise_keeps_failures(tmp_path):
 
 def test_recorded_transitions_are_consistent(tmp_path):
     collect(_cfg(task="reach-v3", episodes=1), tmp_path)
+    with open_dataset(tmp_path / "demos.hdf5") as demos:
+        assert demos.attrs["fps"] == 80.0  # Meta-World's control rate, 1 / (frame_skip 5 x timestep 0.0025 s)
     ep = _arrays(tmp_path / "demos.hdf5")[0]
     np.testing.assert_array_equal(ep["next_obs"]["state"][:-1], ep["obs"]["state"][1:])
     assert ep["dones"][-1] == 1 and ep["dones"][:-1].sum() == 0  # success ends the episode

@@ -677,7 +677,7 @@ def test_reward_classifier_reports_its_errors_first_and_pays_its_first_success_f
             ep = f["data"][name]
             assert int(ep.attrs["steps"]) == 40  # the twin's time limit: its success did not end it
             agree += bool(ep.attrs["judged_success"]) == bool(ep.attrs["robot_success_any"])
-            assert ep["obs/image/corner2"].shape == (len(ep["actions"]), 32, 32, 3)
+            assert ep["obs/corner2_image"].shape == (len(ep["actions"]), 32, 32, 3)  # robomimic's flat key
             dones = np.asarray(ep["dones"]).astype(bool)
             if ep.attrs["judged_success"]:
                 assert np.flatnonzero(dones).tolist() == [int(ep.attrs["judged_step"])]

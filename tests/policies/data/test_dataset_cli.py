@@ -56,8 +56,10 @@ def test_info_table(make_dataset, capsys):
         "success rate       50.0%",
         "action dim         4",
         "splits             train: 3, valid: 1",
-        "obs/image/corner2  (T, 8, 10, 3) uint8",
-        "obs/state          (T, 3) float32",
+        "control rate       not recorded (export needs fps=)",
+        "image layout       flat: images at obs/<camera>_image (robomimic's layout)",
+        "obs/corner2_image  (T, 8, 10, 3) uint8 (read as image/corner2)",
+        "obs/state          (T, 3) float32\n",
     ):
         assert line in out, f"{line!r} not in\n{out}"
     assert '"env_name": "push-v3"' in out
@@ -66,7 +68,7 @@ def test_info_table(make_dataset, capsys):
 def test_validate_ok_and_invalid(make_dataset, tmp_path, capsys):
     path = make_dataset()
     assert run(_cfg("cmd=validate", f"path={path}")) == 0
-    assert "valid:" in capsys.readouterr().out
+    assert capsys.readouterr().out == f"valid: {path} (2 episodes, 8 steps; no image keys)\n"
     with h5py.File(path, "a") as f:
         del f["data/demo_1/actions"]
     assert run(_cfg("cmd=validate", f"path={path}")) == 2
@@ -165,3 +167,27 @@ def test_console_entry_point(make_dataset, tmp_path, broken):
     else:
         assert proc.returncode == 0, proc.stderr
         assert re.search(r"^episodes\s+2$", proc.stdout, re.M), proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("layout", "said"),
+    [
+        ("flat", "images at obs/<camera>_image (robomimic's layout)"),
+        (
+            "nested",
+            "images at obs/image/<camera> (robosteer's layout before flat keys; robomimic cannot read it)",
+        ),
+    ],
+)
+def test_validate_and_info_say_the_image_layout(make_dataset, capsys, layout, said):
+    path = make_dataset(lengths=(5, 3), images=True)
+    if layout == "nested":  # the file the writer wrote before flat image keys
+        path = Path(__file__).resolve().parents[2] / "fixtures" / "nested_images" / "nested.hdf5"
+    assert run(_cfg("cmd=validate", f"path={path}")) == 0
+    assert capsys.readouterr().out.endswith(f"steps; {said})\n")
+    assert run(_cfg("cmd=info", f"path={path}")) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"^image layout +{layout}: {re.escape(said)}$", out, re.M), out
+    if layout == "nested":  # stored where the keys read: no "read as"; the fixture records 80 Hz
+        assert re.search(r"^control rate +80.0 Hz$", out, re.M), out
+        assert re.search(r"^obs/image/a +\(T, 6, 8, 3\) uint8$", out, re.M), out

@@ -175,3 +175,22 @@ def test_lookup_errors_name_nearest_choice(make_dataset):
         with pytest.raises(DatasetError, match=r"episode index 5 out of range \(the file holds 2 episodes\)"):
             d.episode(5)
         assert json.loads(json.dumps(d.summary()))["episodes"] == 2  # summary is JSON-serialisable
+
+
+def test_missing_camera_names_its_stored_path(make_dataset):
+    """A camera is stored at obs/<camera>_image: a demo without it is named by that path."""
+    path = make_dataset(lengths=(5, 3, 4), images=True)
+    with h5py.File(path, "a") as f:
+        f["data/demo_2/obs"].move("corner2_image", "corner3_image")
+    _raises(path, "data/demo_2/obs/corner2_image is missing (present in data/demo_0)", "'image/corner3'")
+
+
+def test_one_camera_in_both_layouts_is_refused(make_dataset):
+    """obs/image/<camera> (old) and obs/<camera>_image (flat) in one demo would both be image/<camera>."""
+    path = make_dataset(lengths=(5, 3), images=True)
+    with h5py.File(path, "a") as f:
+        f["data/demo_1/obs/image/corner2"] = f["data/demo_1/obs/corner2_image"][()]
+    _raises(
+        path,
+        "data/demo_1/obs/corner2_image and data/demo_1/obs/image/corner2 both hold obs key 'image/corner2'",
+    )

@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
-from robosteer.policies.data import DatasetError, SequenceDataset, open_dataset
+from robosteer.policies.data import DatasetError, DatasetWriter, SequenceDataset, open_dataset
 from robosteer.policies.data.hdf5 import MAX_ABS_VALUE
 from robosteer.policies.rl import chunk_transitions
 
@@ -79,3 +79,19 @@ def test_offline_rl_transitions_refuse_a_nan_reward(make_dataset):
     _poke(path, "rewards", (1,), np.nan)
     with pytest.raises(DatasetError, match=r"data/demo_1/rewards holds a non-finite value at step 1"):
         chunk_transitions(path, ["state"], 2, 2, reward="dense")
+
+
+def test_a_bad_value_in_a_float_camera_names_where_it_is_stored(tmp_path):
+    """image/depth is stored at obs/depth_image: the message names that path, which h5py and robomimic see."""
+    path = tmp_path / "depth.hdf5"
+    depth = np.ones((4, 3, 3, 1), np.float32)
+    with DatasetWriter(path, {"env_name": "push-v3"}) as w:
+        w.add_episode({"image/depth": depth}, np.zeros((4, 2)), np.zeros(4), np.eye(4)[-1])
+    with h5py.File(path, "a") as f:
+        assert f["data/demo_0/obs/depth_image"].compression == "gzip"  # compressed as the camera it is
+        f["data/demo_0/obs/depth_image"][2, 1, 0, 0] = np.nan
+    with open_dataset(path) as demos, pytest.raises(DatasetError) as info:
+        demos.episode(0)
+    assert "data/demo_0/obs/depth_image holds a non-finite value at step 2, index [2, 1, 0, 0]" in str(
+        info.value
+    )

@@ -12,10 +12,12 @@ import h5py
 import numpy as np
 import pytest
 
-from robosteer.policies.data import DatasetError, DatasetWriter, open_dataset, split_names
+from robosteer.policies.data import DatasetError, DatasetWriter, SequenceDataset, open_dataset, split_names
+from robosteer.policies.data.hdf5 import obs_key, stored_key
 
 REPO = Path(__file__).resolve().parents[3]
 ENV = {"env_name": "push-v3", "type": 2, "env_kwargs": {"obs": "state+image"}}
+NESTED = REPO / "tests" / "fixtures" / "nested_images"  # written by the writer before flat image keys
 
 
 def test_layout_matches_robomimic(make_dataset):
@@ -32,8 +34,9 @@ def test_layout_matches_robomimic(make_dataset):
         demo = data["demo_1"]
         assert int(demo.attrs["num_samples"]) == 3
         assert set(demo.keys()) == {"obs", "next_obs", "actions", "rewards", "dones", "states"}
-        assert isinstance(demo["obs/image"], h5py.Group)  # 'image/corner2' is a nested path
-        img = demo["obs/image/corner2"]
+        # camera image/corner2 at robomimic's flat obs/corner2_image, a dataset of its own
+        assert sorted(demo["obs"]) == sorted(demo["next_obs"]) == ["corner2_image", "state"]
+        img = demo["obs/corner2_image"]
         assert img.dtype == np.uint8 and img.shape == (3, 8, 10, 3)
         assert img.compression == "gzip" and img.chunks is not None
         assert demo["obs/state"].compression is None
@@ -208,3 +211,105 @@ def test_stats_match_numpy(make_dataset):
         np.testing.assert_allclose(only["mean"], x.mean(0), rtol=1e-6)
         with pytest.raises(DatasetError, match=r"'stat'.*did you mean 'state'"):
             d.stats(["stat"])
+
+
+@pytest.mark.parametrize(
+    ("key", "stored"),
+    [
+        ("image/corner2", "corner2_image"),
+        ("image/robot0_eye_in_hand", "robot0_eye_in_hand_image"),
+        ("image/wrist_image", "wrist_image_image"),  # a camera whose name ends in _image round-trips too
+        ("state", "state"),
+        ("image", "image"),  # no camera: as is
+        ("image/", "image/"),  # an empty camera name: as is
+        ("image/a/b", "image/a/b"),  # a deeper path is not a camera: as is
+        ("imagery", "imagery"),
+        ("proprio/joints", "proprio/joints"),
+    ],
+)
+def test_image_keys_are_stored_flat_and_read_back(key, stored):
+    assert stored_key(key) == stored and obs_key(stored) == key
+
+
+def test_keys_of_the_older_nested_layout_read_as_they_are():
+    assert obs_key("image/corner2") == "image/corner2" and obs_key("_image") == "_image"
+    assert obs_key("a/b_image") == "a/b_image"  # a nested path is not a flat camera key
+
+
+def test_writer_refuses_a_key_that_would_read_back_as_a_camera(tmp_path, synthetic):
+    ep = synthetic(0, 3)
+    ep["obs"]["goal_image"] = ep["obs"].pop("state")
+    with DatasetWriter(tmp_path / "d.hdf5", ENV) as w:
+        with pytest.raises(DatasetError) as info:
+            w.add_episode(**ep)
+        assert w.num_episodes == 0
+    msg = str(info.value)
+    assert (
+        "obs key 'goal_image' would read back as 'image/goal'" in msg and "name a camera 'image/goal'" in msg
+    )
+
+
+def _load_fixture_maker():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_nested_fixture", NESTED / "make_fixture.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_old_nested_file_reads_with_the_same_keys_and_values(tmp_path):
+    """A file the old writer wrote (obs/image/<camera>) reads as before; written again, it comes out flat."""
+    maker = _load_fixture_maker()
+    with open_dataset(NESTED / "nested.hdf5") as d:
+        assert d.image_layout == "nested" and d.summary()["image_layout"] == "nested"
+        assert d.obs_keys == ["image/a", "image/b", "state"]
+        assert d.obs_paths == {"image/a": "image/a", "image/b": "image/b", "state": "state"}
+        eps = [d.episode(i) for i in range(d.num_episodes)]
+    with DatasetWriter(tmp_path / "flat.hdf5", ENV) as w:
+        for i, (ep, length) in enumerate(zip(eps, (4, 3))):
+            want = maker.episode(i, length)
+            for k, v in want["obs"].items():
+                np.testing.assert_array_equal(ep["obs"][k], v)
+            np.testing.assert_array_equal(ep["actions"], want["actions"])
+            w.add_episode(ep["obs"], ep["actions"], ep["rewards"], ep["dones"], ep["next_obs"])
+    with open_dataset(tmp_path / "flat.hdf5") as d:
+        assert d.image_layout == "flat"
+        assert d.obs_paths == {"image/a": "a_image", "image/b": "b_image", "state": "state"}
+        for ep, again in zip(eps, d.episodes()):
+            for k in ep["obs"]:
+                np.testing.assert_array_equal(again["obs"][k], ep["obs"][k])
+                np.testing.assert_array_equal(again["next_obs"][k], ep["next_obs"][k])
+    old = SequenceDataset(
+        NESTED / "nested.hdf5", ["image/a", "image/b"], n_obs_steps=1, horizon=2, n_action_steps=1
+    )
+    new = SequenceDataset(
+        tmp_path / "flat.hdf5", ["image/a", "image/b"], n_obs_steps=1, horizon=2, n_action_steps=1
+    )
+    assert len(old) == len(new) == 5  # the windows of 4 + 3 steps
+    for i in range(len(old)):
+        for k in ("image/a", "image/b"):
+            assert old[i]["obs"][k].equal(new[i]["obs"][k])
+
+
+def test_layout_of_state_only_and_mixed_files(make_dataset):
+    with open_dataset(make_dataset(images=False)) as d:
+        assert d.image_layout == "none" and d.obs_paths == {"state": "state"}
+    path = make_dataset(images=True)
+    with open_dataset(path) as d:
+        assert d.image_layout == "flat"
+        want = [e["obs"]["image/corner2"] for e in d.episodes()]
+    with h5py.File(path, "a") as f:  # one demo's camera moved to the old nested path
+        f["data/demo_1/obs"].move("corner2_image", "image/corner2")
+    with open_dataset(path) as d:
+        assert d.image_layout == "flat"  # the first demo's layout
+        for ep, frames in zip(d.episodes(), want):
+            np.testing.assert_array_equal(ep["obs"]["image/corner2"], frames)
+    with h5py.File(path, "a") as f:
+        f["data/demo_0/obs/state_image"] = f["data/demo_0/obs/corner2_image"][()]
+        f["data/demo_1/obs/state_image"] = f["data/demo_1/obs/image/corner2"][()]
+        f["data/demo_0/next_obs/state_image"] = f["data/demo_0/next_obs/corner2_image"][()]
+        f["data/demo_1/next_obs/state_image"] = f["data/demo_1/next_obs/corner2_image"][()]
+        f["data/demo_0/obs"].move("corner2_image", "image/corner2")
+    with open_dataset(path) as d:  # image/corner2 nested, image/state flat
+        assert d.image_layout == "mixed" and d.obs_keys == ["image/corner2", "image/state", "state"]

@@ -679,13 +679,11 @@ def test_export_survives_lerobot_edit_then_trains(lerobot_py, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     src = tmp_path / "collect" / "demos.hdf5"
     with open_dataset(src) as d:
-        recorded = d.attrs.get("fps")
+        assert d.attrs["fps"] == rate  # collect records the env's control rate
     out = tmp_path / "lerobot"
-    s = export_lerobot(src, out, fps=None if recorded else rate)  # collection without the attr: pass the rate
+    s = export_lerobot(src, out)  # no fps=: the export reads the recorded rate
     assert s["fps"] == rate == 80
-    print(
-        f"exported at fps {s['fps']} ({'recorded by collect' if recorded else 'passed: collect records none'})"
-    )
+    print(f"exported at fps {s['fps']} (recorded by collect)")
     (tmp_path / "edit.sh").write_text(EDIT_TRAIN_SCRIPT)
     (tmp_path / "check.py").write_text(CHECK_SCRIPT)
     work = tmp_path / "work"

@@ -1,4 +1,6 @@
-"""robomimic interop: robomimic 0.3.0's own SequenceDataset reads our files, and we read robomimic-style files.
+"""robomimic interop: robomimic 0.3.0's own SequenceDataset and get_dataset_info read our files (state and
+two-camera pixel datasets, every cache mode), and we read robomimic-style files. Its trainer needs torchvision:
+see test_robomimic_trains.py (slow, throwaway venv).
 
 robomimic is installed with --no-deps (its torchvision pin would pull a CUDA torch); its dataset module needs
 only termcolor beyond our runtime pins. Nothing is shimmed.
@@ -7,6 +9,8 @@ only termcolor beyond our runtime pins. Nothing is shimmed.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import h5py
 import numpy as np
@@ -23,7 +27,7 @@ except ImportError as err:  # installed but a dependency is missing: a setup bug
         pytrace=False,
     )
 
-from robosteer.policies.data import SequenceDataset, open_dataset
+from robosteer.policies.data import DatasetWriter, SequenceDataset, open_dataset
 
 
 @pytest.fixture(autouse=True)
@@ -156,3 +160,88 @@ def test_we_read_a_robomimic_style_file(tmp_path):
     assert len(rm) == 4
     # uncached: float64 as stored
     np.testing.assert_array_equal(rm[2]["actions"][0], demos["demo_2"]["actions"][2])
+
+
+CAMERAS = {
+    "image/agentview": (8, 10, 3),
+    "image/wrist": (6, 6, 3),
+}  # different shapes: no camera hides another
+
+
+def write_pixel_dataset(path, lengths=(5, 3, 6), seed=0):
+    """Two cameras and a state through our writer; actions in [-1, 1] (get_dataset_info refuses others)."""
+    rng = np.random.default_rng(seed)
+    env_args = {"env_name": "push-v3", "type": 2, "env_kwargs": {"obs": "state+image"}}
+    with DatasetWriter(path, env_args, {"fps": 80.0}, valid_fraction=0.34, split_seed=seed) as w:
+        for n in lengths:
+            obs = {"state": rng.normal(size=(n, 5)).astype(np.float32)}
+            obs |= {k: rng.integers(0, 256, size=(n, *shape), dtype=np.uint8) for k, shape in CAMERAS.items()}
+            w.add_episode(obs, rng.uniform(-1, 1, size=(n, 4)), rng.uniform(size=n), np.eye(n)[-1])
+    return path
+
+
+def test_robomimic_get_dataset_info_reads_our_pixel_file(tmp_path):
+    """robomimic's own script (it reads every obs entry's .shape: a nested obs/image group failed there)."""
+    path = write_pixel_dataset(tmp_path / "pixels.hdf5")
+    proc = subprocess.run(
+        [sys.executable, "-m", "robomimic.scripts.get_dataset_info", "--dataset", str(path), "--verbose"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "total transitions: 14" in out and "total trajectories: 3" in out
+    assert "filter key train with 2 demos" in out and "filter key valid with 1 demos" in out
+    for demo, n in (("demo_0", 5), ("demo_1", 3), ("demo_2", 6)):
+        assert f"episode {demo} with {n} transitions" in out
+    for line in (
+        "observation key agentview_image with shape (5, 8, 10, 3)",
+        "observation key wrist_image with shape (5, 6, 6, 3)",
+        "observation key state with shape (5, 5)",
+    ):
+        assert out.count(line) == 2, out  # obs and next_obs of demo_0
+    assert '"env_name": "push-v3"' in out
+
+
+@pytest.mark.parametrize("cache_mode", [None, "low_dim", "all"])
+def test_robomimic_sequence_dataset_reads_each_camera_from_its_own_key(tmp_path, cache_mode):
+    path = write_pixel_dataset(tmp_path / "pixels.hdf5")
+    ObsUtils.initialize_obs_utils_with_obs_specs(
+        {"obs": {"low_dim": ["state"], "rgb": ["agentview_image", "wrist_image"]}}
+    )
+    keys = {
+        "state": "state",
+        "agentview_image": "image/agentview",
+        "wrist_image": "image/wrist",
+    }  # theirs: ours
+    to, tp = 2, 4
+    rm = RobomimicSequenceDataset(
+        hdf5_path=str(path),
+        obs_keys=tuple(keys),
+        dataset_keys=("actions", "rewards", "dones"),
+        frame_stack=to,
+        seq_length=tp - to + 1,
+        pad_frame_stack=True,
+        pad_seq_length=True,
+        hdf5_cache_mode=cache_mode,
+        filter_by_attribute="train",
+        load_next_obs=True,
+    )
+    with open_dataset(path) as d:
+        names = d.split("train")
+        assert d.image_layout == "flat" and list(rm.demos) == names
+        episodes = {n: d.episode(n) for n in names}
+    assert len(rm) == sum(len(ep["actions"]) for ep in episodes.values())
+    for i in range(len(rm)):
+        got = rm[i]
+        assert set(got["obs"]) == set(got["next_obs"]) == set(keys)
+        demo = rm._index_to_demo_id[i]
+        ep = episodes[demo]
+        t = i - rm._demo_id_to_start_indices[demo]
+        steps = np.clip(np.arange(t - to + 1, t - to + 1 + tp), 0, len(ep["actions"]) - 1)
+        for theirs, ours in keys.items():
+            assert got["obs"][theirs].dtype == ep["obs"][ours].dtype  # uint8 frames stay uint8 (HWC)
+            np.testing.assert_array_equal(got["obs"][theirs], ep["obs"][ours][steps])
+            np.testing.assert_array_equal(got["next_obs"][theirs], ep["next_obs"][ours][steps])
+        np.testing.assert_array_equal(got["actions"], ep["actions"][steps])
