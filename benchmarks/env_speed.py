@@ -55,11 +55,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=1.0, help="measuring time per cell")
     parser.add_argument("--tasks", nargs="*", default=list(TASKS))
+    parser.add_argument("--vectorizations", nargs="+", default=["sync", "async"], choices=["sync", "async"])
+    parser.add_argument("--num-envs", nargs="+", type=int, default=[1, 2, 4])
     parser.add_argument("--rows", default="docs/results/env_speed.jsonl", help="append rows here ('': don't)")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs visible; mujoco {mujoco.__version__}")
     header = ["task", "mj_step/s", "= env steps/s (raw)"]
-    configs = [(v, b) for v in ("sync", "async") for b in (1, 2, 4)]
+    configs = [(v, b) for v in args.vectorizations for b in args.num_envs]
     header += [f"{v} B={b}" for v, b in configs]
     rows = []
     for task in args.tasks:

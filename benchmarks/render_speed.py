@@ -60,6 +60,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=1.5, help="measuring time per cell")
     parser.add_argument("--task", default="push-v3")
+    parser.add_argument("--sizes", nargs="+", type=int, default=[84, 128], help="image sizes, px")
     parser.add_argument(
         "--rows", default="docs/results/render_speed.jsonl", help="append rows here ('': don't)"
     )
@@ -68,7 +69,7 @@ def main() -> None:
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs visible; MUJOCO_GL={os.environ['MUJOCO_GL']}"
     )
     rows = []
-    for size in (84, 128):
+    for size in args.sizes:
         cells = {}
         for cell, measure, tuned_args in (
             ("tuned images/s", images_per_s, (True,)),
