@@ -17,7 +17,7 @@ import time
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import mujoco
-import numpy as np
+from env_rates import env_steps_per_s
 from results_tables import append_row
 
 from robosteer import sim
@@ -35,20 +35,6 @@ def raw_mj_steps_per_s(env: sim.BatchedEnv, seconds: float) -> tuple[float, int]
             mujoco.mj_step(model, data)
         n += 200
     return n / (time.perf_counter() - start), base.frame_skip
-
-
-def env_steps_per_s(env: sim.BatchedEnv, seconds: float) -> float:
-    """Total env steps/s (all envs) under uniform random actions, auto-resets included."""
-    rng = np.random.default_rng(0)
-    env.reset(seed=0)
-    actions = rng.uniform(-1, 1, (64, env.num_envs, 4)).astype(np.float32)  # (K, B, A)
-    for k in range(10):  # warm-up
-        env.step(actions[k])
-    n, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        env.step(actions[n % 64])
-        n += 1
-    return n * env.num_envs / (time.perf_counter() - start)
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import time
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import mujoco
-import numpy as np
+from env_rates import image_env_steps_per_s
 from results_tables import append_row
 
 from robosteer import sim
@@ -40,20 +40,6 @@ def images_per_s(task: str, size: int, tuned: bool, seconds: float) -> float:
             return n / (time.perf_counter() - start)
         finally:
             renderer.close()
-
-
-def image_env_steps_per_s(
-    task: str, size: int, seconds: float, obs: str = "state+image", cameras: tuple[str, ...] = ("corner2",)
-) -> float:
-    """Env steps/s of a one-env batched env with ``obs`` (default: state + one camera image)."""
-    with sim.make_env(task, obs=obs, image_size=size, cameras=cameras) as env:
-        env.reset(seed=0)
-        action = np.zeros((1, 4), np.float32)
-        n, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            env.step(action)
-            n += 1
-        return n / (time.perf_counter() - start)
 
 
 def main() -> None:

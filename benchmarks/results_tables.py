@@ -446,14 +446,14 @@ def dsrl_settings(rows: list[Row]) -> str:
 
 
 def dsrl_kept(rows: list[Row]) -> str:
-    """A DSRL run's kept checkpoints acting with their mean latent and sampling (benchmarks/dsrl_kept.py)."""
+    """A DSRL run's kept checkpoints acting with their mean latent and sampling (experiments/dsrl_kept.py)."""
 
     def key(r: Row) -> tuple:
         return (r["task"], changed(r), r["seed"])
 
     runs = sorted(last_per(rows, key).values(), key=key)
     if not runs:
-        raise TableError("no rows of benchmarks/dsrl_kept.py")
+        raise TableError("no rows of experiments/dsrl_kept.py")
     body = [
         [
             r["task"],
@@ -473,14 +473,14 @@ def dsrl_kept(rows: list[Row]) -> str:
 
 
 def dsrl_kept_average(rows: list[Row]) -> str:
-    """Uniform averages of a DSRL run's kept acting actors beside the kept actors (benchmarks/dsrl_kept_average.py)."""
+    """Uniform averages of a DSRL run's kept acting actors beside the kept actors (experiments/dsrl_kept_average.py)."""
 
     def key(r: Row) -> tuple:
         return (r["task"], changed(r), r["seed"])
 
     runs = sorted(last_per(rows, key).values(), key=key)
     if not runs:
-        raise TableError("no rows of benchmarks/dsrl_kept_average.py")
+        raise TableError("no rows of experiments/dsrl_kept_average.py")
     starts = sorted({a["from"] for r in runs for a in r["averages"]})
 
     def average(r: Row, start: int) -> str:
@@ -508,14 +508,14 @@ def dsrl_kept_average(rows: list[Row]) -> str:
 
 
 def dsrl_failures(rows: list[Row]) -> str:
-    """A DSRL run's kept actors' failed episodes split by grasp (benchmarks/dsrl_failures.py)."""
+    """A DSRL run's kept actors' failed episodes split by grasp (experiments/dsrl_failures.py)."""
 
     def key(r: Row) -> tuple:
         return (r["task"], changed(r), r["seed"])
 
     runs = sorted(last_per(rows, key).values(), key=key)
     if not runs:
-        raise TableError("no rows of benchmarks/dsrl_failures.py")
+        raise TableError("no rows of experiments/dsrl_failures.py")
     body = [
         [
             r["task"],
