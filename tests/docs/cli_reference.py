@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,8 +34,9 @@ FENCE = re.compile(r"<!-- hyperparameters: (?P<args>.+?) -->")
 END = "<!-- /hyperparameters -->"
 
 
+@cache
 def cli_page() -> str:
-    """docs/cli.md: every command's help screen for the cases in ``CASES``."""
+    """docs/cli.md: every command's help screen for the cases in ``CASES`` (composed once per process)."""
     from robosteer.scripts.help import render
 
     out = [
