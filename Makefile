@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install test test-all lint typecheck demo clean check-tables
+.PHONY: install test test-all lint typecheck demo clean check-tables docs
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml setup.py
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -20,9 +20,18 @@ install: $(STAMP)
 test: $(STAMP) typecheck
 	$(PY) -m ruff check .
 	$(PY) benchmarks/results_tables.py
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet --site-dir $(VENV)/docs-site
 	$(PY) -m pytest --durations=20
 
-# Every fenced README results table equals what its rows under docs/results/ give (no simulation, ~1 s).
+# The docs site (mkdocs.yml over docs/): regenerate the CLI reference and the algorithm pages' hyperparameter
+# tables from the commands' --help (tests/docs/test_cli_reference.py fails while they are stale), then build
+# it strictly into site/ (a page missing from the nav, a broken link or anchor fails).
+docs: $(STAMP)
+	$(PY) tests/docs/cli_reference.py --write
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
+# Every fenced results table of README.md and docs/**/*.md equals what its rows under docs/results/ give
+# (no simulation, ~1 s).
 check-tables: $(STAMP)
 	$(PY) benchmarks/results_tables.py
 

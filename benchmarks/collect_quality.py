@@ -15,11 +15,11 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from hydra import compose, initialize_config_dir
 from results_tables import append_row
 
 from robosteer.scripts.collect import collect
-from robosteer.scripts.common import format_table
+from robosteer.scripts.common import CONFIG_DIR, format_table
 from robosteer.scripts.evaluate import replay_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,13 +39,18 @@ def main() -> None:
     parser.add_argument(
         "--rows", default="docs/results/collect_quality.jsonl", help="append rows here ('': don't)"
     )
+    parser.add_argument(
+        "--out", type=Path, help="keep the datasets here, one folder per task (default: removed)"
+    )
     args = parser.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.out or scratch
         for task in args.tasks:
-            cfg = OmegaConf.load(ROOT / "configs" / "collect.yaml")
-            cfg.pop("hydra")
-            cfg.task, cfg.episodes, cfg.progress = task, args.episodes, False
+            with initialize_config_dir(
+                config_dir=CONFIG_DIR, version_base=None
+            ):  # collect.yaml and its groups
+                cfg = compose("collect", [f"task={task}", f"episodes={args.episodes}", "progress=false"])
             m = collect(cfg, Path(tmp) / task)
             r = replay_dataset(m["dataset"], None, progress=False)
             rows.append(

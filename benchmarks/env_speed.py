@@ -17,7 +17,7 @@ import time
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import mujoco
-import numpy as np
+from env_rates import env_steps_per_s
 from results_tables import append_row
 
 from robosteer import sim
@@ -37,29 +37,17 @@ def raw_mj_steps_per_s(env: sim.BatchedEnv, seconds: float) -> tuple[float, int]
     return n / (time.perf_counter() - start), base.frame_skip
 
 
-def env_steps_per_s(env: sim.BatchedEnv, seconds: float) -> float:
-    """Total env steps/s (all envs) under uniform random actions, auto-resets included."""
-    rng = np.random.default_rng(0)
-    env.reset(seed=0)
-    actions = rng.uniform(-1, 1, (64, env.num_envs, 4)).astype(np.float32)  # (K, B, A)
-    for k in range(10):  # warm-up
-        env.step(actions[k])
-    n, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        env.step(actions[n % 64])
-        n += 1
-    return n * env.num_envs / (time.perf_counter() - start)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=1.0, help="measuring time per cell")
     parser.add_argument("--tasks", nargs="*", default=list(TASKS))
+    parser.add_argument("--vectorizations", nargs="+", default=["sync", "async"], choices=["sync", "async"])
+    parser.add_argument("--num-envs", nargs="+", type=int, default=[1, 2, 4])
     parser.add_argument("--rows", default="docs/results/env_speed.jsonl", help="append rows here ('': don't)")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs visible; mujoco {mujoco.__version__}")
     header = ["task", "mj_step/s", "= env steps/s (raw)"]
-    configs = [(v, b) for v in ("sync", "async") for b in (1, 2, 4)]
+    configs = [(v, b) for v in args.vectorizations for b in args.num_envs]
     header += [f"{v} B={b}" for v, b in configs]
     rows = []
     for task in args.tasks:

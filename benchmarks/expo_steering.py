@@ -32,12 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from dsrl_steering import (
-    EVAL_SEED,
-    _evaluate,
-    steer_budget,
-    weak_base,
-)  # the sibling benchmark's base and evaluation
+from steering_runs import EVAL_SEED, evaluate, steer_budget, weak_base  # the weak base DSRL steers too
 
 from robosteer.scripts.common import format_table, log_beside, read_results, run_module
 
@@ -254,7 +249,7 @@ def main() -> None:
                 run_module(steer + resume, log_beside(run), ROOT)
                 wall = time.perf_counter() - start
                 m = json.loads((run / "metrics.json").read_text())
-                steered = _evaluate(run, task, args.episodes, Path(f"{run}_eval"), which="latest")
+                steered = evaluate(run, task, args.episodes, Path(f"{run}_eval"), which="latest")
                 r = {
                     "task": task,
                     "method": method,

@@ -47,7 +47,7 @@ def warp_steps_per_s(num_worlds: int, device: str, seconds: float) -> float:
 def cpu_reference(envs: list[int], seconds: float) -> dict[str, float]:
     """(Main .venv) sync CPU Meta-World reach-v3 env steps/s per batch size."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from env_speed import env_steps_per_s
+    from env_rates import env_steps_per_s
 
     from robosteer import sim
 

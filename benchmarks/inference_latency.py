@@ -7,7 +7,7 @@ condition and precomputed timesteps (for SDP, its per-position level vectors), n
 measured interleaved in the same loop so machine load hits them alike.
 
 Random weights, normaliser stats fitted from the dataset (latency does not depend on training).
-Run: ``python benchmarks/inference_latency.py [--backbone unet] [--reps 30]``. Prints a markdown table and
+Run: ``python benchmarks/inference_latency.py [--backbone unet] [--reps 30] [--methods flow-1 ...]``. Prints a markdown table and
 appends one row per method (with its provenance: command, commit, machine, load) to ``--rows``.
 """
 
@@ -118,7 +118,7 @@ def measure(label: str, policy: GenerativePolicy, states: np.ndarray, reps: int,
 
     def chunk() -> None:
         if is_sdp:  # one act() call that refills the queue: 1 streaming call of nfe_per_call denoiser calls
-            policy._qpos.fill_(ta)  # type: ignore[union-attr]  # empty queue -> this call re-plans
+            policy.acting.qpos.fill_(ta)  # type: ignore[union-attr]  # empty queue -> this call re-plans
             policy.act(next_obs())
         else:
             policy.sample(window)
@@ -165,6 +165,10 @@ def main() -> None:
     )
     parser.add_argument("--budget", type=float, default=12.0, help="max seconds of chunk timing per method")
     parser.add_argument("--threads", type=int, default=1)
+    labels = [label for label, _, _ in METHODS]
+    parser.add_argument(
+        "--methods", nargs="+", default=labels, choices=labels, help="a subset, in table order"
+    )
     parser.add_argument(
         "--rows", default="docs/results/inference_latency.jsonl", help="append rows here ('': don't)"
     )
@@ -181,7 +185,7 @@ def main() -> None:
         }
 
     rows = []
-    for label, name, overrides in METHODS:
+    for label, name, overrides in (m for m in METHODS if m[0] in args.methods):
         policy = make_policy(name, shape_meta, stats, backbone=args.backbone, **overrides)
         rows.append(measure(label, policy, states, args.reps, args.budget))
         n_params = sum(p.numel() for p in policy.model.parameters())

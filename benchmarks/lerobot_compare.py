@@ -143,7 +143,7 @@ def side_ours(args: argparse.Namespace) -> dict[str, Any]:
     policy.act({"state": window["state"][:, -1]})
 
     def refill() -> None:
-        policy._qpos.fill_(ta)  # type: ignore[union-attr]  # empty queue: this act() re-plans
+        policy.acting.qpos.fill_(ta)  # type: ignore[union-attr]  # empty queue: this act() re-plans
         policy.act({"state": window["state"][:, -1]})
 
     chunk_ms, floor_ms, refill_ms = [], [], []

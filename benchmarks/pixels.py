@@ -47,10 +47,12 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 import yaml
-from dsrl_steering import EVAL_SEED
-from dsrl_steering import _evaluate as evaluate_once  # robosteer-eval of a checkpoint once, at seed 200000
-from dsrl_steering import _evaluate_trained as evaluate_trained  # the final trained (not averaged) actor
 from results_tables import append_row, steered_base_which
+from steering_runs import (  # evaluate_trained: the final trained (not averaged) actor
+    EVAL_SEED,
+    evaluate_trained,
+)
+from steering_runs import evaluate as evaluate_once  # robosteer-eval of a checkpoint once, at seed 200000
 
 from robosteer.policies.checkpoint import find_checkpoint, read_checkpoint_config
 from robosteer.scripts.common import run_module
@@ -123,7 +125,7 @@ def chunked_env_steps_per_s(task: str, size: int, seconds: float, render: str) -
 
 def env_rows(task: str, seconds: float) -> list[dict]:
     """Env steps/s of one env: state-only, proprio + one 84 / 64 px camera, and chunked with each render mode."""
-    from render_speed import image_env_steps_per_s
+    from env_rates import image_env_steps_per_s
 
     rows = []
     one, two = ("corner",), ("corner", "gripperPOV")  # a second, wrist-like camera: what it costs

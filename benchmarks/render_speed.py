@@ -16,7 +16,7 @@ import time
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import mujoco
-import numpy as np
+from env_rates import image_env_steps_per_s
 from results_tables import append_row
 
 from robosteer import sim
@@ -42,24 +42,11 @@ def images_per_s(task: str, size: int, tuned: bool, seconds: float) -> float:
             renderer.close()
 
 
-def image_env_steps_per_s(
-    task: str, size: int, seconds: float, obs: str = "state+image", cameras: tuple[str, ...] = ("corner2",)
-) -> float:
-    """Env steps/s of a one-env batched env with ``obs`` (default: state + one camera image)."""
-    with sim.make_env(task, obs=obs, image_size=size, cameras=cameras) as env:
-        env.reset(seed=0)
-        action = np.zeros((1, 4), np.float32)
-        n, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            env.step(action)
-            n += 1
-        return n / (time.perf_counter() - start)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=1.5, help="measuring time per cell")
     parser.add_argument("--task", default="push-v3")
+    parser.add_argument("--sizes", nargs="+", type=int, default=[84, 128], help="image sizes, px")
     parser.add_argument(
         "--rows", default="docs/results/render_speed.jsonl", help="append rows here ('': don't)"
     )
@@ -68,7 +55,7 @@ def main() -> None:
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs visible; MUJOCO_GL={os.environ['MUJOCO_GL']}"
     )
     rows = []
-    for size in (84, 128):
+    for size in args.sizes:
         cells = {}
         for cell, measure, tuned_args in (
             ("tuned images/s", images_per_s, (True,)),

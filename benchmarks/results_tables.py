@@ -1,8 +1,10 @@
 """The README's results tables, regenerated from the raw rows committed under ``docs/results/``.
 
-A results table sits between two fences, ``<!-- table: NAME rows=PATH[,PATH2] -->`` and ``<!-- /table -->``;
+A results table sits between two fences, ``<!-- table: NAME rows=PATH[,PATH2] [short] -->`` and ``<!-- /table -->``;
 NAME picks its generator in ``GENERATORS`` and the JSON-lines files (paths from the repository root) give its
-rows. ``python benchmarks/results_tables.py [--write] [FILE.md ...]`` (default: README.md and docs/*.md) prints a diff
+rows. ``short`` (the README and the guides) captions the table with a link to its rows file instead of the full
+provenance line (commits, machine, load average), which the experiment pages keep.
+``python benchmarks/results_tables.py [--write] [FILE.md ...]`` (default: README.md and docs/**/*.md) prints a diff
 per table whose text differs from what its rows give and exits 1 (``--write``: rewrites the blocks instead);
 an unknown NAME, a missing rows file or a malformed row is a one-line error (exit 2). No simulation, no torch.
 """
@@ -12,14 +14,18 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import re
 import sys
 import textwrap
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# In a ``short`` fence: the caption that stands for every ``measured`` line (a link to the rows files).
+_SHORT: ContextVar[str | None] = ContextVar("short", default=None)
 
 
 class TableError(Exception):
@@ -105,6 +111,8 @@ def table(columns: list[str], body: list[list[Any]]) -> str:
 
 def measured(rows: list[Row]) -> str:
     """Caption of a benchmark's rows: its commits, machine and the range of the load average it ran at."""
+    if (short := _SHORT.get()) is not None:
+        return short
     loads = [float(r["load"]) for r in rows]
     commits = ", ".join(dict.fromkeys(str(r["commit"]) for r in rows))
     machines = ", ".join(dict.fromkeys(str(r["machine"]) for r in rows))
@@ -438,14 +446,14 @@ def dsrl_settings(rows: list[Row]) -> str:
 
 
 def dsrl_kept(rows: list[Row]) -> str:
-    """A DSRL run's kept checkpoints acting with their mean latent and sampling (benchmarks/dsrl_kept.py)."""
+    """A DSRL run's kept checkpoints acting with their mean latent and sampling (experiments/dsrl_kept.py)."""
 
     def key(r: Row) -> tuple:
         return (r["task"], changed(r), r["seed"])
 
     runs = sorted(last_per(rows, key).values(), key=key)
     if not runs:
-        raise TableError("no rows of benchmarks/dsrl_kept.py")
+        raise TableError("no rows of experiments/dsrl_kept.py")
     body = [
         [
             r["task"],
@@ -465,14 +473,14 @@ def dsrl_kept(rows: list[Row]) -> str:
 
 
 def dsrl_kept_average(rows: list[Row]) -> str:
-    """Uniform averages of a DSRL run's kept acting actors beside the kept actors (benchmarks/dsrl_kept_average.py)."""
+    """Uniform averages of a DSRL run's kept acting actors beside the kept actors (experiments/dsrl_kept_average.py)."""
 
     def key(r: Row) -> tuple:
         return (r["task"], changed(r), r["seed"])
 
     runs = sorted(last_per(rows, key).values(), key=key)
     if not runs:
-        raise TableError("no rows of benchmarks/dsrl_kept_average.py")
+        raise TableError("no rows of experiments/dsrl_kept_average.py")
     starts = sorted({a["from"] for r in runs for a in r["averages"]})
 
     def average(r: Row, start: int) -> str:
@@ -500,14 +508,14 @@ def dsrl_kept_average(rows: list[Row]) -> str:
 
 
 def dsrl_failures(rows: list[Row]) -> str:
-    """A DSRL run's kept actors' failed episodes split by grasp (benchmarks/dsrl_failures.py)."""
+    """A DSRL run's kept actors' failed episodes split by grasp (experiments/dsrl_failures.py)."""
 
     def key(r: Row) -> tuple:
         return (r["task"], changed(r), r["seed"])
 
     runs = sorted(last_per(rows, key).values(), key=key)
     if not runs:
-        raise TableError("no rows of benchmarks/dsrl_failures.py")
+        raise TableError("no rows of experiments/dsrl_failures.py")
     body = [
         [
             r["task"],
@@ -1271,12 +1279,12 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
 # ---------------------------------------------------------------- fences
 
 
-FENCE = re.compile(r"<!-- table: (?P<name>\S+) rows=(?P<rows>\S+) -->")
+FENCE = re.compile(r"<!-- table: (?P<name>\S+) rows=(?P<rows>\S+)(?P<short> short)? -->")
 END = "<!-- /table -->"
 
 
-def fences(lines: list[str], where: str) -> list[tuple[int, int, str, list[str]]]:
-    """``(open, close, name, rows files)`` of every fenced block (line indices of its two fences)."""
+def fences(lines: list[str], where: str) -> list[tuple[int, int, str, list[str], bool]]:
+    """``(open, close, name, rows files, short)`` of every fenced block (line indices of its two fences)."""
     out, start = [], None
     for i, line in enumerate(lines):
         m = FENCE.fullmatch(line.strip())
@@ -1285,31 +1293,44 @@ def fences(lines: list[str], where: str) -> list[tuple[int, int, str, list[str]]
                 raise TableError(
                     f"{where}:{i + 1}: table fence opened inside the one opened on line {start[0] + 1}"
                 )
-            start = (i, m["name"], m["rows"].split(","))
+            start = (i, m["name"], m["rows"].split(","), bool(m["short"]))
         elif line.strip() == END:
             if start is None:
                 raise TableError(f"{where}:{i + 1}: {END} without an opening fence")
-            out.append((start[0], i, start[1], start[2]))
+            out.append((start[0], i, start[1], start[2], start[3]))
             start = None
     if start is not None:
         raise TableError(f"{where}:{start[0] + 1}: table {start[1]} is never closed ({END})")
     return out
 
 
-def render(name: str, rows: list[str], where: str) -> str:
-    """The text a fenced block of table ``name`` holds, drawn from its rows files."""
+def short_caption(rows: list[str], folder: Path) -> str:
+    """The ``short`` caption: a link to each rows file, relative to the page's ``folder``."""
+    links = [f"[{Path(r).name}]({Path(os.path.relpath(ROOT / r, folder)).as_posix()})" for r in rows]
+    return f"Rows: {', '.join(links)}."
+
+
+def render(name: str, rows: list[str], where: str, short: str | None = None) -> str:
+    """The text a fenced block of table ``name`` holds, drawn from its rows files (``short``: its caption)."""
     if name not in GENERATORS:
         raise TableError(f"{where}: unknown table {name!r} (known: {', '.join(GENERATORS)})")
+    token = _SHORT.set(short)
     try:
-        return GENERATORS[name](load_rows(rows)).strip("\n")
+        text = GENERATORS[name](load_rows(rows)).strip("\n")
+        return text if short is None or short in text else f"{short}\n\n{text}"  # a table with no caption too
     except TableError as e:
         raise TableError(f"{where}: table {name}: {e}") from None
     except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError, AttributeError) as e:
         raise TableError(f"{where}: table {name}: {type(e).__name__}: {e}") from None
+    finally:
+        _SHORT.reset(token)
 
 
-def check(paths: list[Path], write: bool = False) -> int:
-    """Compare (or with ``write`` rewrite) every fenced table in ``paths``: 0 all current, 1 stale, 2 error."""
+def check(paths: list[Path], write: bool = False, root: Path = ROOT) -> int:
+    """Compare (or with ``write`` rewrite) every fenced table in ``paths``: 0 all current, 1 stale, 2 error.
+
+    ``root`` is where the pages sit for their ``short`` links (a test's copy of a page sits elsewhere).
+    """
     status = 0
     for path in paths:
         changed = False
@@ -1325,9 +1346,11 @@ def check(paths: list[Path], write: bool = False) -> int:
             print(f"tables: {e}", file=sys.stderr)
             status = 2
             continue
-        for start, end, name, rows in reversed(blocks):  # bottom up: a rewrite keeps the indices above valid
+        home = ROOT / path.parent.relative_to(root) if path.is_relative_to(root) else path.parent
+        for start, end, name, rows, short in reversed(blocks):  # bottom up: a rewrite keeps indices valid
+            caption = short_caption(rows, home) if short else None
             try:
-                text = render(name, rows, f"{shown}:{start + 1}")
+                text = render(name, rows, f"{shown}:{start + 1}", caption)
             except TableError as e:
                 print(f"tables: {e}", file=sys.stderr)
                 status = 2
@@ -1359,13 +1382,18 @@ def check(paths: list[Path], write: bool = False) -> int:
     return status
 
 
+def pages() -> list[Path]:
+    """The markdown files whose tables are checked by default: README.md and every page under docs/."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Check (or ``--write``) the fenced tables of the given markdown files (default README.md, docs/*.md)."""
+    """Check (or ``--write``) the fenced tables of the given markdown files (default README.md, docs/**/*.md)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="rewrite stale blocks from their rows")
-    parser.add_argument("files", nargs="*", type=Path, help="markdown files (default: README.md docs/*.md)")
+    parser.add_argument("files", nargs="*", type=Path, help="default: README.md docs/**/*.md")
     args = parser.parse_args(argv)
-    files = [p.resolve() for p in args.files] or [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    files = [p.resolve() for p in args.files] or pages()
     return check(files, args.write)
 
 

@@ -40,13 +40,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--eval-episodes", type=int, default=0, help="0: throughput only")
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--dataset", type=Path, help="train on this demos.hdf5 instead of collecting --demos")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench" / "train_precision")
-    parser.add_argument("--rows", default="docs/results/train_precision.jsonl")
+    parser.add_argument(
+        "--rows", default="docs/results/train_precision.jsonl", help="append rows here ('': don't)"
+    )
     args = parser.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     demos = out / "demos"
-    if not (demos / "metrics.json").exists():
+    if args.dataset is None and not (demos / "metrics.json").exists():
         collect = [
             "robosteer.scripts.collect",
             f"task={args.task}",
@@ -59,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     floor = None
     for name in args.settings:
         run = out / f"{args.device}_{name.replace(' + ', '_').replace(' ', '_')}"
-        train = ["robosteer.scripts.train", "policy=diffusion", f"dataset={demos / 'demos.hdf5'}"]
+        dataset = args.dataset.resolve() if args.dataset else demos / "demos.hdf5"
+        train = ["robosteer.scripts.train", "policy=diffusion", f"dataset={dataset}"]
         train += [f"steps={args.steps}", f"batch_size={args.batch_size}", "seed=0", f"device={args.device}"]
         if args.eval_episodes:  # with a task, the run ends with an evaluation of its EMA weights
             train += [f"task={args.task}", f"eval_episodes={args.eval_episodes}", "eval_video_episodes=0"]
@@ -81,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             "final_loss": m["final_loss"],
         }
         row |= {"success_rate": success, "episodes": args.eval_episodes, "seed": 0}
-        append_row(args.rows, row, ["python", "-m", *train])
+        if args.rows:
+            append_row(args.rows, row, ["python", "-m", *train])
     return 0
 
 

@@ -2,7 +2,7 @@
 
 A mistake on the command line (an unknown key or option, a value of the wrong type, a count below one, a
 missing required key) is reported in one line: what is wrong, where, and the nearest valid choice; the
-command exits 2. Runtime faults keep exit 1 (DESIGN.md). ``ROBOSTEER_DEBUG=1`` skips these checks and
+command exits 2. Runtime faults keep exit 1. ``ROBOSTEER_DEBUG=1`` skips these checks and
 keeps every traceback. Hydra's own flags (``--cfg job``, ``--help``, ``-m``) pass straight through.
 """
 

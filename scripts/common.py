@@ -105,7 +105,7 @@ def dataset_paths(cfg: DictConfig) -> list[str]:
 
 @contextmanager
 def exit_codes(command: str) -> Iterator[None]:
-    """DESIGN.md's exit statuses for the project's own errors, as one line on stderr without a traceback.
+    """Exit statuses for the project's own errors (2 user, 1 runtime), as one line on stderr without a traceback.
 
     User errors (a bad dataset or checkpoint, a refused setting, an ``out`` that would overwrite a run, any
     other ``ValueError``/``FileNotFoundError``) exit 2; ``NonFiniteError`` exits 1; Ctrl-C or SIGTERM (a graceful stop) exits 130.

@@ -117,7 +117,7 @@ def run(cfg: DictConfig) -> int:
     except DatasetError as err:
         label = "INVALID" if cmd == "validate" else "error"
         print(f"robosteer-dataset {cmd}: {label}: {err}", file=sys.stderr)
-        return 2  # a bad or missing file is the user's to fix (DESIGN.md: exit 2)
+        return 2  # a bad or missing file is the user's to fix: exit 2
     return 0
 
 

@@ -11,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import dsrl_steering
+import steering_runs
 
 
 @pytest.mark.parametrize(
@@ -32,9 +33,9 @@ def test_weak_base_collects_the_asked_demos_once_under_its_own_names(
         (out / "demos.hdf5").touch()
         (out / "metrics.json").write_text(json.dumps({"success_rate": 0.5}))
 
-    monkeypatch.setattr(dsrl_steering, "_run", fake_run)
+    monkeypatch.setattr(steering_runs, "run_logged", fake_run)
     for _ in range(2):  # the second call finds everything and runs nothing
-        base, data, success = dsrl_steering.weak_base("push-v3", tmp_path, 0.3, 8000, 10, demos)
+        base, data, success = steering_runs.weak_base("push-v3", tmp_path, 0.3, 8000, 10, demos)
     assert (base, data, success) == (
         tmp_path / "push-v3" / base_dir,
         tmp_path / "push-v3" / data_dir / "demos.hdf5",
@@ -66,15 +67,15 @@ def test_unseen_history_evaluates_every_kept_checkpoint_once_in_step_order(
         out.mkdir(parents=True, exist_ok=True)
         (out / "metrics.json").write_text(json.dumps({"success_rate": float((ck / "success").read_text())}))
 
-    monkeypatch.setattr(dsrl_steering, "_run", fake_run)
+    monkeypatch.setattr(steering_runs, "run_logged", fake_run)
     for _ in range(2):  # a second call (a run extended later) reuses the kept checkpoints' evaluations
-        got = dsrl_steering.unseen_history(run, "pick-place-v3", 100)
+        got = steering_runs.unseen_history(run, "pick-place-v3", 100)
     assert got == [{"env_steps": 30015, "success_rate": 0.91}, {"env_steps": 40023, "success_rate": 0.8}]
     assert len(calls) == 2
     assert all(
-        "which=latest" in c and "episodes=100" in c and f"seed={dsrl_steering.EVAL_SEED}" in c for c in calls
+        "which=latest" in c and "episodes=100" in c and f"seed={steering_runs.EVAL_SEED}" in c for c in calls
     )
-    assert dsrl_steering.unseen_history(tmp_path / "no_history", "pick-place-v3", 100) == []
+    assert steering_runs.unseen_history(tmp_path / "no_history", "pick-place-v3", 100) == []
 
 
 @pytest.mark.parametrize("value", [True, False])

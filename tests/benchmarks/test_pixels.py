@@ -13,8 +13,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import dsrl_steering
 import pixels
+import steering_runs
 
 UNSEEN = {"latest": 0.55, "best": 0.61, "ema": 0.45}  # what robosteer-eval scores (ema: the base itself)
 
@@ -55,7 +55,9 @@ def test_steer_rows_evaluate_the_final_and_the_picked_actor(
 
     monkeypatch.setattr(pixels, "evaluate_trained", fake_trained)  # the final trained (not averaged) actor
     monkeypatch.setattr(pixels, "run_module", fake_run)  # the steering run
-    monkeypatch.setattr(dsrl_steering, "_run", lambda args, log: fake_run(args, log, Path()))  # evaluations
+    monkeypatch.setattr(
+        steering_runs, "run_logged", lambda args, log: fake_run(args, log, Path())
+    )  # evaluations
     monkeypatch.setattr(pixels, "demos_action_noise", lambda base: 0.3)
     monkeypatch.setattr(
         pixels, "find_checkpoint", lambda run, which: (Path(run) / "checkpoints" / which, None)

@@ -18,9 +18,13 @@ import results_tables as tables  # noqa: E402
 README = ROOT / "README.md"
 
 
-def fenced_tables() -> list[tuple[str, int, int]]:
-    """(name, open, close) line indices of every fenced table in the committed README."""
-    return [(name, a, b) for a, b, name, _ in tables.fences(README.read_text().split("\n"), "README.md")]
+def fenced_tables() -> list[tuple[Path, str, int, int]]:
+    """(page, name, open, close) of every fenced table in the committed README and docs pages."""
+    out = []
+    for page in tables.pages():
+        lines = page.read_text().split("\n")
+        out += [(page, name, a, b) for a, b, name, _, _ in tables.fences(lines, page.name)]
+    return out
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -32,30 +36,79 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def test_committed_tables_match_their_rows(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run(capsys)
     assert (rc, err) == (0, ""), out + err
-    assert len(fenced_tables()) >= 5
+    assert len(fenced_tables()) >= 30
 
 
-@pytest.mark.parametrize("name,start,end", [pytest.param(*t, id=t[0]) for t in fenced_tables()])
-def test_editing_one_number_fails_and_write_restores(
-    name: str, start: int, end: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    lines = README.read_text().split("\n")
+def test_every_page_under_docs_is_checked() -> None:
+    """docs/experiments/ (and any folder below docs/) is read by default, not only docs/*.md."""
+    pages = {p.relative_to(ROOT).as_posix() for p, *_ in fenced_tables()}
+    assert {"README.md", "docs/experiments/dsrl.md", "docs/algorithms/dsrl.md"} <= pages
+
+
+def edit_one_number(lines: list[str], start: int, end: int) -> list[str]:
+    """``lines`` with the last digit of the last numeric cell of a data row in the table's middle changed."""
     rows = [i for i in range(start + 1, end) if lines[i].startswith("|")][2:]  # past header and separator
     body = [i for i in rows if re.search(r"\d", lines[i])]
-    i = body[len(body) // 2]  # a data row in the middle of the table
+    i = body[len(body) // 2]
     cells = lines[i].split("|")
     c = next(c for c in range(len(cells) - 1, 0, -1) if re.search(r"\d", cells[c]))  # its last numeric cell
     d = [m.start() for m in re.finditer(r"\d", cells[c])][-1]
     cells[c] = cells[c][:d] + str((int(cells[c][d]) + 1) % 10) + cells[c][d + 1 :]
-    edited = [*lines[:i], "|".join(cells), *lines[i + 1 :]]
-    copy = tmp_path / "README.md"
-    copy.write_text("\n".join(edited))
+    return [*lines[:i], "|".join(cells), *lines[i + 1 :]]
+
+
+@pytest.mark.parametrize(
+    "page,name,start,end",
+    [pytest.param(*t, id=f"{t[0].relative_to(ROOT)}:{t[1]}:{t[2] + 1}") for t in fenced_tables()],
+)
+def test_editing_one_number_fails_and_write_restores(
+    page: Path, name: str, start: int, end: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = page.read_text().split("\n")
+    copy = tmp_path / page.relative_to(ROOT)  # where the page sits, so its short links read the same
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text("\n".join(edit_one_number(lines, start, end)))
 
     rc, out, _ = run(capsys, str(copy))
     assert rc == 1 and f"{name} (from its rows)" in out
-    assert run(capsys, "--write", str(copy))[0] == 0
-    assert copy.read_text() == README.read_text()
-    assert run(capsys, str(copy))[0] == 0
+    assert tables.check([copy], write=True, root=tmp_path) == 0
+    capsys.readouterr()
+    assert copy.read_text() == page.read_text()
+    assert tables.check([copy], root=tmp_path) == 0
+
+
+def test_a_changed_number_in_an_experiments_table_fails_make_check_tables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default run (no files named) reads docs/experiments/: one changed digit there exits 1."""
+    page, name, start, end = next(t for t in fenced_tables() if "experiments" in t[0].parts)
+    docs = tmp_path / "docs"
+    for src in (ROOT / "docs").rglob("*.md"):
+        (docs / src.relative_to(ROOT / "docs")).parent.mkdir(parents=True, exist_ok=True)
+        (docs / src.relative_to(ROOT / "docs")).write_text(src.read_text())
+    (tmp_path / "README.md").write_text(README.read_text())
+    edited = docs / page.relative_to(ROOT / "docs")
+    edited.write_text("\n".join(edit_one_number(page.read_text().split("\n"), start, end)))
+    tables.ROOT, root = tmp_path, tables.ROOT
+    try:
+        pages = tables.pages()
+    finally:
+        tables.ROOT = root
+    assert edited in pages
+    assert tables.check(pages, root=tmp_path) == 1
+    assert f"{name} (from its rows)" in capsys.readouterr().out
+
+
+def test_short_fence_links_its_rows_instead_of_the_provenance(tmp_path: Path) -> None:
+    md = tmp_path / "docs" / "guide.md"
+    md.parent.mkdir()
+    md.write_text("<!-- table: env_speed rows=docs/results/env_speed.jsonl short -->\n<!-- /table -->\n")
+    assert tables.check([md], write=True, root=tmp_path) == 0
+    text = md.read_text()
+    assert "Rows: [env_speed.jsonl](results/env_speed.jsonl)." in text
+    assert "load average" not in text and "commit" not in text
+    full = tables.render("env_speed", ["docs/results/env_speed.jsonl"], "x")
+    assert "load average" in full and full.split("\n\n", 1)[1] in text  # the same table, captioned apart
 
 
 def fence(md: Path, name: str, rows: str) -> Path:

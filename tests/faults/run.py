@@ -38,6 +38,7 @@ COPIED = (
     "configs",
     "tests",
     "benchmarks",
+    "experiments",
     "pyproject.toml",
     "setup.py",
     "conftest.py",

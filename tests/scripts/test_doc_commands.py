@@ -23,7 +23,7 @@ from robosteer.scripts.dataset import peel_command
 from robosteer.scripts.deploy import cli_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 # command -> (config name, its argv handling before Hydra sees the overrides)
 COMMANDS = {
     "robosteer-collect": ("collect", list),
@@ -53,7 +53,7 @@ def doc_commands() -> list[tuple[str, str, list[str]]]:
                 words = shlex.split(line, comments=True)
                 if words and words[0] in COMMANDS:
                     args = [w for w in words[1:] if w not in ("...", "&")]
-                    found += [(f"{doc.name}:{start}", words[0], a) for a in _alternatives(args)]
+                    found += [(f"{doc.relative_to(ROOT)}:{start}", words[0], a) for a in _alternatives(args)]
             i += 1
     return found
 

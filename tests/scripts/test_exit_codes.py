@@ -1,4 +1,4 @@
-"""DESIGN.md's exit statuses through the real console paths: a dataset with one NaN action is a user error
+"""The project's exit statuses through the real console paths: a dataset with one NaN action is a user error
 (exit 2, one line naming file, demo, key and index); a loss that turns non-finite is a runtime fault (exit 1,
 the last good checkpoint kept); a corrupted weights file is a user error naming that file (exit 2)."""
 

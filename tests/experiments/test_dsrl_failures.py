@@ -1,4 +1,4 @@
-"""benchmarks/dsrl_failures.py: a run's kept actors' failed episodes, split by whether the object was grasped."""
+"""experiments/dsrl_failures.py: a run's kept actors' failed episodes, split by whether the object was grasped."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 
 import dsrl_failures
 

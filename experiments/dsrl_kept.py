@@ -10,59 +10,22 @@ mean-latent chunk, averaged over ``--states`` states of its replay, so one criti
 states: flat values under falling success mean the critic cannot tell the actors apart. One row per run
 (``--rows``), with the run's benchmark overrides from ``<out>/results.jsonl``.
 
-    python benchmarks/dsrl_kept.py runs/bench/pp_cos/pick-place-v3/dsrl_na_s2 --rows docs/results/dsrl_kept.jsonl
+    python experiments/dsrl_kept.py runs/bench/pp_cos/pick-place-v3/dsrl_na_s2 --rows docs/results/dsrl_kept.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
-import re
+import sys
 from pathlib import Path
 
-from dsrl_steering import kept_checkpoints, unseen_history
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the shared benchmark libraries
+
+from kept_runs import benchmark_row, kept_or_exit, row_head
 from results_tables import append_row
+from steering_runs import kept_checkpoints, unseen_history
 
-from robosteer.scripts.common import format_table, read_results
-
-RUN_NAME = re.compile(r"dsrl_(?P<variant>[a-z]+)_s(?P<seed>\d+)")
-
-
-def benchmark_row(run: Path) -> dict:
-    """The ``dsrl_steering.py`` results row of ``run`` (``<out>/<task>/dsrl_<variant>_s<seed>``)."""
-    name = RUN_NAME.fullmatch(run.name)
-    if name is None:
-        raise SystemExit(
-            f"{run}: not a run of dsrl_steering.py (expected <out>/<task>/dsrl_<variant>_s<seed>)"
-        )
-    results = run.parent.parent / "results.jsonl"
-    if not results.exists():
-        raise SystemExit(f"{run}: no {results}: the run's benchmark row (its overrides) is missing")
-    rows = read_results(results, ("task", "variant", "seed", "where"), defaults={"where": "sim"})
-    key = (run.parent.name, name["variant"], int(name["seed"]), "sim")
-    if key not in rows:
-        raise SystemExit(
-            f"{run}: {results} has no row for task, variant, seed {key[:3]} (finished runs only)"
-        )
-    return rows[key]
-
-
-def kept_or_exit(run: Path) -> list[Path]:
-    """The run's kept checkpoints, in step order; a clear exit when it kept none."""
-    kept = kept_checkpoints(run)
-    if not kept:
-        raise SystemExit(f"{run}: kept no checkpoints (run dsrl_steering.py with --unseen-every N)")
-    return kept
-
-
-def row_head(bench: dict, episodes: int) -> dict:
-    """The fields each per-run row of the kept-checkpoint scripts opens with: the run and its overrides."""
-    return {
-        "task": bench["task"],
-        "variant": bench["variant"],
-        "seed": bench["seed"],
-        "overrides": bench["overrides"],
-        "episodes": episodes,
-    }
+from robosteer.scripts.common import format_table
 
 
 def critic_view(run: Path, states: int, seed: int = 0) -> list[float]:

@@ -13,19 +13,23 @@ earn reward) shows. And where the failures are: each actor's success on the quar
 starts nearest the robot (lowest y of Meta-World's object position, state[4:7], right below the hand's start)
 and on the rest. One row per run (``--rows``), with the run's benchmark overrides.
 
-    python benchmarks/dsrl_failures.py runs/bench/pp_cos/pick-place-v3/dsrl_na_s2 --rows docs/results/dsrl_failures.jsonl
+    python experiments/dsrl_failures.py runs/bench/pp_cos/pick-place-v3/dsrl_na_s2 --rows docs/results/dsrl_failures.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
-from dsrl_kept import benchmark_row, kept_or_exit, row_head
-from dsrl_steering import evaluate_in_process, kept_steps
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the shared benchmark libraries
+
+from kept_runs import benchmark_row, kept_or_exit, row_head
 from results_tables import append_row
+from steering_runs import evaluate_in_process, kept_steps
 
 from robosteer.policies.rl.offline import shaped_chunk_reward
 from robosteer.scripts.common import format_table

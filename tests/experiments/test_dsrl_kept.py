@@ -1,4 +1,4 @@
-"""benchmarks/dsrl_kept.py: a run's kept checkpoints scored with their mean latent and sampling, one row per run."""
+"""experiments/dsrl_kept.py: a run's kept checkpoints scored with their mean latent and sampling, one row per run."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 
 import dsrl_kept
-import dsrl_steering
+import steering_runs
 
 
 def finished_run(out: Path, scores: dict[int, tuple[float, float]]) -> Path:
@@ -44,7 +45,7 @@ def test_each_kept_checkpoint_is_scored_both_ways_on_the_same_episodes(
         success = json.loads((ck / "scores").read_text())[mode]
         (out / "metrics.json").write_text(json.dumps({"success_rate": success}))
 
-    monkeypatch.setattr(dsrl_steering, "_run", fake_run)
+    monkeypatch.setattr(steering_runs, "run_logged", fake_run)
     row = dsrl_kept.kept_both_ways(run, 100, states=0)  # the critic's view: its own test below
     assert row == {
         "task": "pick-place-v3",
@@ -59,7 +60,7 @@ def test_each_kept_checkpoint_is_scored_both_ways_on_the_same_episodes(
         ],
     }
     assert len(calls) == 4 and sum("deterministic=false" in c for c in calls) == 2
-    assert all(f"seed={dsrl_steering.EVAL_SEED}" in c and "which=latest" in c for c in calls)
+    assert all(f"seed={steering_runs.EVAL_SEED}" in c and "which=latest" in c for c in calls)
     assert (
         dsrl_kept.kept_both_ways(run, 100, states=0) == row and len(calls) == 4
     )  # the evaluations are reused

@@ -8,7 +8,7 @@ with the min over K target heads instead of the run's ``num_min_qs`` (K = 10: al
 pessimistic). Same unseen initial states as ``expo_steering.py`` (eval seed 200000), torch seeded per setting,
 so every cell is reproducible.
 
-    python benchmarks/expo_selection.py runs/bench/dsrl/push-v3/expo_s0 --settings 1,0 4,0 4,4 16,0
+    python experiments/expo_selection.py runs/bench/dsrl/push-v3/expo_s0 --settings 1,0 4,0 4,4 16,0
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from dsrl_steering import EVAL_SEED
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the shared benchmark libraries
+
+from steering_runs import EVAL_SEED
 
 from robosteer.scripts.common import format_table, read_results
 

@@ -9,7 +9,7 @@ spans tens of thousands of env steps) and scores each average on the same unseen
 the mean latent) as the run's final actor, beside the kept actors' own scores (the run's ``unseen_history``,
 reused). One row per run (``--rows``), with the run's benchmark overrides.
 
-    python benchmarks/dsrl_kept_average.py runs/bench/pp_cos/pick-place-v3/dsrl_na_s0 --starts 20000 50000 70000 \
+    python experiments/dsrl_kept_average.py runs/bench/pp_cos/pick-place-v3/dsrl_na_s0 --starts 20000 50000 70000 \
         --rows docs/results/dsrl_kept_average.jsonl
 """
 
@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from dsrl_kept import benchmark_row, kept_or_exit, row_head
-from dsrl_steering import evaluate_in_process, kept_checkpoints, kept_steps, unseen_history
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the shared benchmark libraries
+
+from kept_runs import benchmark_row, kept_or_exit, row_head
 from results_tables import append_row
+from steering_runs import evaluate_in_process, kept_checkpoints, kept_steps, unseen_history
 
 from robosteer.scripts.common import format_table
 

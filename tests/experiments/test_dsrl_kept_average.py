@@ -1,4 +1,4 @@
-"""benchmarks/dsrl_kept_average.py: uniform averages of a run's kept acting actors, scored on the unseen episodes."""
+"""experiments/dsrl_kept_average.py: uniform averages of a run's kept acting actors, scored on the unseen episodes."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 
 import dsrl_kept_average
 

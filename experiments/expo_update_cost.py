@@ -16,7 +16,7 @@ call on the chosen device, interleaved so machine load hits all alike:
   (E = Ta env steps per MDP action with ``expo.action=chunk``), leaving out the simulator itself.
 
 Random weights: a Meta-World-sized DP (39-d state, 4-d action, the steering benchmarks' MLP backbone); costs do
-not depend on training. ``python benchmarks/expo_update_cost.py [--utd 2] [--samples 4] [--edits 4]
+not depend on training. ``python experiments/expo_update_cost.py [--utd 2] [--samples 4] [--edits 4]
 [--batch 128] [--device cpu] [--reps 10]``. Prints a markdown table.
 """
 
