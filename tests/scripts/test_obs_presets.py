@@ -54,7 +54,7 @@ def test_unknown_preset_is_one_line(capsys) -> None:
 
 
 def test_a_pixels_policy_trains_and_its_checkpoint_holds_no_state(pixel_base_run) -> None:
-    """collect obs=pixels → train obs=pixels (the shared tiny run, tests/scripts/conftest.py) → its input spec."""
+    """collect obs=pixels → train obs=pixels (the shared tiny run, tests/conftest.py) → its input spec."""
     tmp_path = pixel_base_run[0]
     meta = json.loads((tmp_path / "base" / "checkpoints" / "latest" / "config.json").read_text())[
         "shape_meta"
