@@ -58,6 +58,12 @@ class Robot(ABC):
     control_modes: tuple[str, ...] = ()
     rate_hz: float = 10.0
 
+    @property
+    def data_rate_hz(self) -> float:
+        """The rate the recorded steps stand for in the world, which a dataset records as its fps: an arm's
+        control rate; a simulator's own step rate, whatever pace it is run at (the sim twin)."""
+        return float(self.rate_hz)
+
     def __init__(self, control_mode: str | None = None) -> None:
         mode = control_mode or (self.control_modes[0] if self.control_modes else "")
         if self.control_modes and mode not in self.control_modes:

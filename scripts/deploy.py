@@ -131,8 +131,11 @@ def _user_error(e: BaseException) -> bool:
     return isinstance(e, CheckpointError | ValueError | KeyError | TypeError | FileNotFoundError)
 
 
-def open_recording(cfg: DictConfig, run_dir: Path, task: str | None, driver: dict[str, Any]) -> Any:
-    """The episodes' file (robomimic layout, trainable), with what ran them in its env_args."""
+def open_recording(
+    cfg: DictConfig, run_dir: Path, task: str | None, driver: dict[str, Any], fps: float
+) -> Any:
+    """The episodes' file (robomimic layout, trainable), with what ran them in its env_args and the rate its
+    steps stand for (``fps``: a LeRobot export reads it)."""
     from robosteer.policies.data import DatasetWriter
 
     env_args = {
@@ -145,7 +148,9 @@ def open_recording(cfg: DictConfig, run_dir: Path, task: str | None, driver: dic
         },
         "deploy": {"robot": str(cfg.robot.name), "policy": str(cfg.policy_source), "mode": str(cfg.mode)},
     }
-    return DatasetWriter(run_dir / "episodes.hdf5", env_args=env_args, split_seed=int(cfg.seed))
+    return DatasetWriter(
+        run_dir / "episodes.hdf5", env_args=env_args, split_seed=int(cfg.seed), attrs={"fps": float(fps)}
+    )
 
 
 def print_episode(show: bool, ep: dict[str, Any]) -> None:
@@ -206,7 +211,7 @@ def deploy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         safety = safety_filter(cfg, robot)
         loop = ControlLoop(robot, policy, safety, runtime_cfg)
         stage = "opening the recording"
-        writer = open_recording(cfg, run_dir, task, driver) if cfg.record else None
+        writer = open_recording(cfg, run_dir, task, driver, robot.data_rate_hz) if cfg.record else None
         seeds = [int(cfg.seed) + k for k in range(int(cfg.episodes))]
         stage = "running episodes"
         progress = partial(print_episode, bool(cfg.progress))

@@ -253,6 +253,7 @@ class _Twin:
                     "version": PROTOCOL_VERSION,
                     "task": self.env.task,
                     "rate_hz": 1.0 / self.dt,
+                    "sim_rate_hz": 1.0 / self.env.dt,  # the simulator's step rate (Meta-World: 80 Hz)
                     "max_episode_steps": self.env.max_episode_steps,
                     "state_dim": 39,
                     "action_dim": 4,
@@ -416,6 +417,12 @@ class SimTwinRobot(Robot):
 
     # ------------------------------------------------------------------ specs
     @property
+    def data_rate_hz(self) -> float:
+        """Meta-World's own step rate (80 Hz), whatever pace the twin runs at: one recorded step is one
+        simulator step (the rate the twin announced; its control rate before it connects)."""
+        return float(getattr(self, "_sim_rate_hz", self.rate_hz))
+
+    @property
     def action_spec(self) -> ArraySpec:
         return ArraySpec((4,), "float32", (-1.0,) * 4, (1.0,) * 4)
 
@@ -473,6 +480,7 @@ class SimTwinRobot(Robot):
             raise RobotError(f"cannot connect to the sim twin at {url}: {e}") from e
         self.twin = hello
         self.rate_hz = float(hello["rate_hz"])
+        self._sim_rate_hz = float(hello.get("sim_rate_hz", self.rate_hz))
         self._reader = threading.Thread(target=self._read_loop, name="sim-twin-reader", daemon=True)
         self._reader.start()
         rtts = [self.ping() for _ in range(3)]

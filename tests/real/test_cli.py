@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import h5py
 import numpy as np
 import pytest
 from conftest import STATE_DIM, tiny_policy
@@ -55,6 +56,8 @@ def test_deploy_a_checkpoint_on_the_twin(checkpoint: Path, tmp_path: Path) -> No
     assert m["env_steps"] > 0 and m["wall_time_s"] > 0 and m["robot"] == "sim_twin"
     with open_dataset(out / "episodes.hdf5") as demos:
         assert demos.num_episodes == 2 and demos.obs_keys == ["state"] and demos.action_dim == 4
+    with h5py.File(out / "episodes.hdf5", "r") as f:  # the rate a LeRobot export reads: the twin's 80 Hz
+        assert f["data"].attrs["fps"] == pytest.approx(80.0)
     assert (out / "safety_events.jsonl").exists() and (out / "config.yaml").exists()
 
 

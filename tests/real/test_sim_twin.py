@@ -98,6 +98,8 @@ def test_a_twin_slower_than_its_rate_still_streams() -> None:
         assert robot.last_stats["overruns"] > 10
         assert robot.get_observation().seq > seq0 + 10
         robot.stop()
+        # a recorded step is one simulator step whatever the twin's pace: datasets record Meta-World's 80 Hz
+        assert robot.rate_hz == pytest.approx(100_000.0) and robot.data_rate_hz == pytest.approx(80.0)
 
 
 def test_a_twin_slower_than_its_rate_still_takes_commands() -> None:
