@@ -246,6 +246,7 @@ class _Episode:
 
     # ------------------------------------------------------------------ the episode
     def run(self) -> dict[str, Any]:
+        """Reset, then tick until the episode ends or max_steps; any fault stops the arm (DeployError)."""
         self._reset()
         try:
             for tick in range(int(self.cfg.max_steps or 1000)):
