@@ -4,7 +4,9 @@ Why it is shaped this way (diffusion_policy's real-robot runner, LeRobot's async
 - The loop ticks at the robot's rate on the wall clock. Each tick it reads the latest observation, sends
   the one command scheduled for ``tick + lead`` (``lead`` = the link's command latency, so the command
   arrives when it is due) stamped with its execution time, and otherwise the safety filter's hold command.
-- Chunks are planned in a worker thread, so the loop never blocks on inference or the network. In
+- Chunks are planned in a worker thread, so the loop never blocks on inference or the network. The two
+  modes are two small strategies behind one interface (:class:`Execution`: when to request, on what to
+  condition, where the actions run); the tick itself (:class:`_Episode`) is the same for both. In
   ``sync`` mode the arm holds while the next chunk is planned from an observation taken after the previous
   chunk finished (stop-and-think). In ``async`` mode the next chunk is requested while the current one
   executes, when no more future actions remain than a request's measured round trip (in ticks, + 1; or
@@ -31,7 +33,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -155,6 +157,7 @@ class ControlLoop:
         )
         self.max_chunk = horizon - self.to + 1  # actions from the current obs on
         self.max_actions = min(int(config.max_actions or self.ta), self.max_chunk)
+        self.execution: Execution = EXECUTIONS[config.mode](self)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunk-planner")
         safety.add_estop_hook(lambda reason: robot.stop())
 
@@ -166,7 +169,19 @@ class ControlLoop:
         caller may then change the policy (a learner's update) without racing the planner thread."""
         self._executor.submit(lambda: None).result()
 
-    # ------------------------------------------------------------------ planning
+    def run_episode(self, seed: int | None = None) -> dict[str, Any]:
+        """One episode; returns its summary (``success``, ``steps``, ``status``, latency figures) and
+        ``arrays`` for the recorder. Raises :class:`DeployError` (with ``episode`` attached) on a fault."""
+        self.safety.reset()
+        return _Episode(self, seed).run()
+
+    # ------------------------------------------------------------------ planning (in the worker thread)
+    def _submit(
+        self, hist: deque[dict[str, np.ndarray]], noise: np.ndarray | None, prefix: np.ndarray | None
+    ) -> Future:
+        """A chunk planned from the obs window ``hist`` by the planner thread: ``(chunk, infer_ms)``."""
+        return self._executor.submit(self._plan, self._window(hist), noise, prefix)
+
     def _plan(
         self, window: dict[str, np.ndarray], noise: np.ndarray | None, prefix: np.ndarray | None = None
     ) -> tuple[np.ndarray, float]:
@@ -178,6 +193,318 @@ class ControlLoop:
         chunk = np.asarray(out, dtype=np.float64)[0]  # (Tp, Da)
         return chunk, 1e3 * (time.perf_counter() - t0)
 
+    def _window(self, hist: deque[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        frames = list(hist)
+        frames = [frames[0]] * (self.to - len(frames)) + frames  # pad at the start, as the trainer does
+        return {k: np.stack([f[k] for f in frames])[None] for k in self.obs_keys}  # {key: (1, To, ...)}
+
+
+class _Request(NamedTuple):
+    """A chunk being planned: its future, the observation it is planned from, the tick and time it was asked."""
+
+    future: Future
+    src: Observation
+    tick: int
+    at: float
+
+
+class _Episode:
+    """One episode on the wall clock: its schedule (slot -> action; slot time = t0 + slot * dt), the chunk in
+    flight, the recording and figures, and the phases of a tick. ``loop.execution`` decides when a chunk is
+    requested, on what it is conditioned and where its actions run; the rest is the same in both modes."""
+
+    def __init__(self, loop: ControlLoop, seed: int | None) -> None:
+        cfg, robot = loop.cfg, loop.robot
+        self.loop, self.seed, self.cfg, self.robot, self.safety = loop, seed, cfg, robot, loop.safety
+        self.rec = _Recording()
+        self.stats: dict[str, Any] = {"chunks": 0, "stale_dropped": 0, "held_ticks": 0, "rejected_chunks": 0}
+        self.infer_ms: list[float] = []
+        self.obs_age_ms: list[float] = []
+        self.late_ms: list[float] = []  # how late each tick woke past its slot: the control rate's jitter
+        self.schedule: dict[int, np.ndarray] = {}  # slot -> action; slot time = t0 + slot * dt
+        self.sent: dict[int, np.ndarray] = {}  # slot -> command sent for it (the last Tp slots; inpainting)
+        self.acted: set[int] = set()  # slots a policy action (not a hold) was sent for
+        self.hist: deque[dict[str, np.ndarray]] = deque(maxlen=loop.to)
+        self.pending: _Request | None = None
+        latency = robot.command_latency_s() if cfg.lead_s is None else cfg.lead_s
+        self.lead = max(0, math.ceil((latency - 1e-9) / loop.dt))
+        self.last_slot = -1  # the last scheduled slot (sync: the last action of the executing chunk)
+        self.rt_ticks: float | None = None  # smoothed ticks from a chunk request to its arrival
+        self.success, self.status, self.last_seq = False, "timeout", -1
+        self.noise = self._episode_noise()
+        self.ob: Observation | None = None
+        self.t0 = time.time()
+        self.tick = 0
+
+    def _episode_noise(self) -> np.ndarray | None:
+        if self.cfg.noise != "episode":
+            return None
+        # One noise sample per episode: successive chunks decode the same latent, so overlapping plans
+        # agree (a fresh sample per chunk can switch between modes of a multimodal policy mid-motion).
+        rng = np.random.default_rng(None if self.seed is None else [int(self.seed), 7])
+        return rng.standard_normal((1, *self.loop.policy.noise_shape)).astype(np.float32)  # (1, Tp, Da)
+
+    # ------------------------------------------------------------------ the episode
+    def run(self) -> dict[str, Any]:
+        """Reset, then tick until the episode ends or max_steps; any fault stops the arm (DeployError)."""
+        self._reset()
+        try:
+            for tick in range(int(self.cfg.max_steps or 1000)):
+                self.tick = tick
+                if not self._tick():
+                    break
+            else:
+                self.status = "timeout"
+                self.robot.stop()
+        except DeployError:
+            raise
+        except BaseException as e:  # KeyboardInterrupt, a bug: stop the arm, keep the data
+            raise self.abort(f"{type(e).__name__}: {e}", e) from e
+        finally:
+            if self.pending is not None:
+                self.pending.future.cancel()
+        return self.summary()
+
+    def _reset(self) -> None:
+        """Between episodes the policy server or the robot link can fail too: the same contract as mid-episode."""
+        try:
+            self.loop.policy.reset()
+        except Exception as e:
+            raise self.abort(f"policy reset failed ({type(e).__name__}: {e})", e) from e
+        try:
+            self.ob = self.robot.reset(self.seed)
+        except Exception as e:
+            raise self.abort(f"robot reset failed ({type(e).__name__}: {e})", e) from e
+        self.t0 = time.time()
+
+    def _tick(self) -> bool:
+        """One control period: observe, take a finished chunk, request the next, command. False: it ended."""
+        now = self._wait_for_slot()
+        ob, new_obs = self._observe(now)
+        if ob.info.get("done"):
+            self.success = bool(ob.info.get("success"))
+            self.status = "success" if self.success else "truncated"
+            self.rec.commanded.append(self.safety.hold_command(ob.data))
+            return False
+        self._collect(now)
+        if self.pending is None:
+            self._request(ob, now)
+        self._command(ob, now, new_obs)
+        return True
+
+    # ------------------------------------------------------------------ the phases of a tick
+    def _wait_for_slot(self) -> float:
+        target = self.t0 + self.tick * self.loop.dt
+        delay = target - time.time()
+        if delay > 0:
+            self.loop.sleep(delay)
+        now = time.time()
+        self.late_ms.append(1e3 * max(now - target, 0.0))
+        return now
+
+    def _observe(self, now: float) -> tuple[Observation, bool]:
+        """The latest observation (aborts when the link is lost or it is stale), and whether it is new."""
+        try:
+            self.ob = ob = self.robot.get_observation()
+        except Exception as e:
+            raise self.abort(f"robot link lost ({e})", e) from e
+        timeout = self.cfg.obs_timeout_s
+        if ob.age(now) > timeout:
+            raise self.abort(f"no fresh observation for {ob.age(now):.2f} s (> obs_timeout_s={timeout})")
+        new_obs = ob.seq != self.last_seq
+        if new_obs:
+            self.last_seq = ob.seq
+            self.hist.append({k: np.asarray(ob.data[k]) for k in self.loop.obs_keys})
+            self.obs_age_ms.append(1e3 * ob.age(now))
+            self.rec.add(ob, self.loop.record_keys)
+            self.rec.slots.append(self.slot_of(ob))
+        return ob, new_obs
+
+    def _collect(self, now: float) -> None:
+        """A finished chunk joins the schedule (one holding NaN/Inf is discarded); a stalled one aborts."""
+        req = self.pending
+        if req is None:
+            return
+        if not req.future.done():
+            if now - req.at > self.cfg.policy_timeout_s:
+                raise self.abort(
+                    f"policy stalled: no chunk within policy_timeout_s={self.cfg.policy_timeout_s} s"
+                )
+            return
+        self.pending = None
+        try:
+            chunk, ms = req.future.result()
+        except Exception as e:
+            if getattr(e, "code", None) != "policy_nan":
+                raise self.abort(f"policy failed: {type(e).__name__}: {e}", e) from e
+            chunk, ms = np.full((1, self.loop.action_dim), np.nan), 0.0
+        self.infer_ms.append(ms)
+        if not np.isfinite(chunk).all():
+            self.stats["rejected_chunks"] += 1
+            self.safety._event("nan", f"chunk planned at tick {req.tick} holds NaN/Inf: discarded", now)
+        else:
+            self._schedule_chunk(chunk, req)
+
+    def _schedule_chunk(self, chunk: np.ndarray, req: _Request) -> None:
+        """The chunk's actions into their slots: past ones dropped (stale), overlapping ones blended."""
+        self.stats["chunks"] += 1
+        rt = self.tick - req.tick
+        self.rt_ticks = rt if self.rt_ticks is None else 0.7 * self.rt_ticks + 0.3 * rt
+        n, first = self.loop.execution.place(self, req.src)
+        to, blend = self.loop.to, self.cfg.blend
+        for j, a in enumerate(chunk[to - 1 : to - 1 + n]):  # (n, Da) from the current obs on
+            s = first + j
+            if s < self.tick + self.lead:
+                self.stats["stale_dropped"] += 1
+            elif s in self.schedule:
+                self.schedule[s] = (1.0 - blend) * self.schedule[s] + blend * a
+            else:
+                self.schedule[s] = a
+        self.last_slot = max(self.schedule) if self.schedule else self.last_slot
+
+    def _request(self, ob: Observation, now: float) -> None:
+        """Ask the planner for the next chunk when the execution strategy wants one."""
+        execution = self.loop.execution
+        if execution.wants_chunk(self, ob):
+            prefix = execution.prefix(self, ob)
+            self.pending = _Request(self.loop._submit(self.hist, self.noise, prefix), ob, self.tick, now)
+
+    def _command(self, ob: Observation, now: float, new_obs: bool) -> None:
+        """Send the action due at tick + lead through the safety filter, or hold (the watchdog may stop)."""
+        safety = self.safety
+        for s in [s for s in self.schedule if s < self.tick + self.lead]:
+            del self.schedule[s]
+        slot = self.tick + self.lead
+        action = self.schedule.pop(slot, None)
+        if action is not None:
+            cmd = safety.filter(action, ob.data, now)
+            self.acted.add(slot)
+        else:
+            if safety.watchdog(now) == "stop":
+                raise self.abort(
+                    f"watchdog: no fresh action for {safety.config.stop_after_s} s (policy request in "
+                    f"flight: {self.pending is not None}; safety events {safety.counts})"
+                )
+            self.stats["held_ticks"] += 1
+            cmd = safety.hold(ob.data)
+        self.sent[slot] = np.asarray(cmd, dtype=np.float64)
+        self.sent.pop(slot - self.loop.horizon - self.lead, None)
+        try:
+            self.robot.send_action(cmd, self.t0 + slot * self.loop.dt)
+        except Exception as e:
+            raise self.abort(f"robot link lost while commanding ({e})", e) from e
+        if new_obs:
+            self.rec.commanded.append(cmd.astype(np.float32))
+
+    # ------------------------------------------------------------------ bookkeeping
+    def slot_of(self, o: Observation) -> int:
+        """The control slot an observation was captured in (its action ran in that slot)."""
+        return round((o.timestamp - self.t0) / self.loop.dt)
+
+    def round_trip(self) -> int:
+        """Ticks a chunk request takes to come back (measured, smoothed; 1 before the first)."""
+        return math.ceil(self.rt_ticks if self.rt_ticks is not None else 1)
+
+    def remaining(self) -> int:
+        """Scheduled actions not yet due (from the slot this tick commands on)."""
+        return sum(1 for s in self.schedule if s >= self.tick + self.lead)
+
+    def summary(self) -> dict[str, Any]:
+        ob, rec, infer_ms, late_ms = self.ob, self.rec, self.infer_ms, self.late_ms
+        return {
+            "seed": self.seed,
+            "started": ob is not None,  # False: the reset failed, nothing ran
+            "success": self.success,
+            "status": self.status,
+            "steps": int(ob.info.get("step", self.tick)) if ob is not None else 0,
+            "ticks": self.tick,
+            "lead_ticks": self.lead,
+            "infer_ms_mean": float(np.mean(infer_ms)) if infer_ms else None,
+            "infer_ms_p99": float(np.percentile(infer_ms, 99)) if infer_ms else None,
+            "obs_age_ms_mean": float(np.mean(self.obs_age_ms)) if self.obs_age_ms else None,
+            "tick_late_ms_mean": float(np.mean(late_ms)) if late_ms else None,
+            "tick_late_ms_p99": float(np.percentile(late_ms, 99)) if late_ms else None,
+            **self.stats,
+            "arrays": rec.arrays(),
+            # per recorded step: the arm held after it (no policy action was due in the next slot)
+            "held_steps": [
+                s + 1 not in self.acted for s in rec.slots[: min(len(rec.obs), len(rec.commanded))]
+            ],
+        }
+
+    def abort(self, reason: str, cause: BaseException | None = None) -> DeployError:
+        """Stop the arm and return the episode's :class:`DeployError` (what was recorded attached)."""
+        self.status = "error"
+        with contextlib.suppress(Exception):  # the link is already gone: nothing more reaches the arm
+            self.robot.stop()
+        err = DeployError(
+            f"episode seed={self.seed} aborted at tick {self.tick}: {reason}; the arm was stopped",
+            self.summary(),
+        )
+        err.__cause__ = cause
+        return err
+
+
+# ---------------------------------------------------------------------- execution strategies
+class Execution(Protocol):
+    """How chunks are executed (the module docstring): when the next one is requested, on which committed
+    actions it is conditioned, and in which slots its actions run."""
+
+    def wants_chunk(self, ep: _Episode, ob: Observation) -> bool:
+        """Whether to request the next chunk now (none is in flight), from ``ob``."""
+        ...
+
+    def prefix(self, ep: _Episode, ob: Observation) -> np.ndarray | None:
+        """The committed actions a chunk planned from ``ob`` continues (inpainting), or None."""
+        ...
+
+    def place(self, ep: _Episode, src: Observation) -> tuple[int, int]:
+        """``(n, first)``: a chunk planned from ``src`` runs its n actions from the obs on in slots first, ..."""
+        ...
+
+
+class SyncExecution:
+    """Stop-and-think: the arm holds while the next chunk is planned from an obs taken after the last one ran."""
+
+    def __init__(self, loop: ControlLoop) -> None:
+        self.loop = loop
+
+    def wants_chunk(self, ep: _Episode, ob: Observation) -> bool:
+        # the previous chunk has executed and this obs was taken after it
+        return ep.remaining() == 0 and (
+            ep.last_slot < 0 or ob.timestamp >= ep.t0 + (ep.last_slot - 0.5) * self.loop.dt
+        )
+
+    def prefix(self, ep: _Episode, ob: Observation) -> np.ndarray | None:
+        return None  # the arm is at rest: nothing is committed
+
+    def place(self, ep: _Episode, src: Observation) -> tuple[int, int]:
+        # the arm held still since the obs, so the plan is still current when it lands; it starts at the
+        # first slot reachable
+        return self.loop.max_actions, ep.tick + ep.lead
+
+
+class AsyncExecution:
+    """The next chunk is planned while the current one runs, stamped from its obs's capture time."""
+
+    def __init__(self, loop: ControlLoop) -> None:
+        self.loop = loop
+
+    def wants_chunk(self, ep: _Episode, ob: Observation) -> bool:
+        # auto: request when what is left just covers a request's round trip, so the next chunk lands as
+        # this one runs out (each chunk then runs indices ~delay .. delay + Ta - 1)
+        threshold = self.loop.cfg.async_threshold or ep.round_trip() + 1
+        return ep.remaining() <= threshold
+
+    def prefix(self, ep: _Episode, ob: Observation) -> np.ndarray | None:
+        if not self.loop.inpaint:
+            return None
+        src_slot = ep.slot_of(ob)
+        # the new chunk takes over where it lands (the first one: right after its obs, since it is placed
+        # where the arm, still at rest, can first execute it)
+        until = ep.tick + ep.lead + ep.round_trip() if ep.stats["chunks"] else src_slot + 1
+        return self._prefix({**ep.sent, **ep.schedule}, src_slot, until, ep.safety.hold_command(ob.data))
+
     def _prefix(
         self, known: dict[int, np.ndarray], src_slot: int, until: int, hold: np.ndarray
     ) -> np.ndarray:
@@ -185,243 +512,26 @@ class ControlLoop:
         its own actions take over): chunk index i executes at slot src_slot + 2 - To + i (index To - 1 right
         after the obs); a slot with nothing sent or scheduled is a hold (the robot holds when no command is
         due). At most Tp - 1 long, so at least one action is sampled. (P, Da)."""
-        first = src_slot + 2 - self.to
-        n = max(0, min(until - first, self.horizon - 1))
+        loop = self.loop
+        first = src_slot + 2 - loop.to
+        n = max(0, min(until - first, loop.horizon - 1))
         out = [known.get(first + i, hold) for i in range(n)]
-        return np.asarray(out, dtype=np.float64).reshape(n, self.action_dim)  # (P, Da)
+        return np.asarray(out, dtype=np.float64).reshape(n, loop.action_dim)  # (P, Da)
 
-    def _window(self, hist: deque[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-        frames = list(hist)
-        frames = [frames[0]] * (self.to - len(frames)) + frames  # pad at the start, as the trainer does
-        return {k: np.stack([f[k] for f in frames])[None] for k in self.obs_keys}  # {key: (1, To, ...)}
+    def place(self, ep: _Episode, src: Observation) -> tuple[int, int]:
+        loop, n = self.loop, self.loop.max_actions
+        if loop.cfg.max_actions is None:
+            # ticks from the chunk's observation to its first executable action: the delay to beat
+            delay = ep.tick + ep.lead - ep.slot_of(src) - 1
+            n = min(loop.ta + max(delay, 0), loop.max_chunk)  # Ta actions after the stale ones
+        if ep.stats["chunks"] == 1:
+            # an episode's first chunk: the arm held still since the obs, as in sync mode
+            return n, ep.tick + ep.lead
+        # action j is due one control period after the obs it was planned from, plus j periods
+        return n, ep.slot_of(src) + 1
 
-    # ------------------------------------------------------------------ one episode
-    def run_episode(self, seed: int | None = None) -> dict[str, Any]:
-        """One episode; returns its summary (``success``, ``steps``, ``status``, latency figures) and
-        ``arrays`` for the recorder. Raises :class:`DeployError` (with ``episode`` attached) on a fault."""
-        cfg, robot, safety = self.cfg, self.robot, self.safety
-        safety.reset()
-        rec = _Recording()
-        stats: dict[str, Any] = {"chunks": 0, "stale_dropped": 0, "held_ticks": 0, "rejected_chunks": 0}
-        infer_ms: list[float] = []
-        obs_age_ms: list[float] = []
-        late_ms: list[float] = []  # how late each tick woke past its slot: the control rate's jitter
-        schedule: dict[int, np.ndarray] = {}  # slot -> action; slot time = t0 + slot * dt
-        sent: dict[int, np.ndarray] = {}  # slot -> command sent for it (the last Tp slots; inpainting)
-        acted: set[int] = set()  # slots a policy action (not a hold) was sent for
-        hist: deque[dict[str, np.ndarray]] = deque(maxlen=self.to)
-        pending: tuple[Future, Observation, int, float] | None = None
-        lead = max(
-            0, math.ceil(((robot.command_latency_s() if cfg.lead_s is None else cfg.lead_s) - 1e-9) / self.dt)
-        )
-        last_slot_sent = -1  # sync: slot of the last action of the executing chunk
-        rt_ticks: float | None = None  # async: smoothed ticks from a chunk request to its arrival
-        success, status, last_seq = False, "timeout", -1
-        noise = None
-        if cfg.noise == "episode":
-            # One noise sample per episode: successive chunks decode the same latent, so overlapping plans
-            # agree (a fresh sample per chunk can switch between modes of a multimodal policy mid-motion).
-            rng = np.random.default_rng(None if seed is None else [int(seed), 7])
-            noise = rng.standard_normal((1, *self.policy.noise_shape)).astype(np.float32)  # (1, Tp, Da)
-        ob: Observation | None = None
-        t0 = time.time()
-        max_steps = int(cfg.max_steps or 1000)
-        tick = 0
 
-        def slot_of(o: Observation) -> int:
-            """The control slot an observation was captured in (its action ran in that slot)."""
-            return round((o.timestamp - t0) / self.dt)
-
-        def round_trip() -> int:
-            """Ticks a chunk request takes to come back (measured, smoothed; 1 before the first)."""
-            return math.ceil(rt_ticks if rt_ticks is not None else 1)
-
-        def summary() -> dict[str, Any]:
-            return {
-                "seed": seed,
-                "started": ob is not None,  # False: the reset failed, nothing ran
-                "success": success,
-                "status": status,
-                "steps": int(ob.info.get("step", tick)) if ob is not None else 0,
-                "ticks": tick,
-                "lead_ticks": lead,
-                "infer_ms_mean": float(np.mean(infer_ms)) if infer_ms else None,
-                "infer_ms_p99": float(np.percentile(infer_ms, 99)) if infer_ms else None,
-                "obs_age_ms_mean": float(np.mean(obs_age_ms)) if obs_age_ms else None,
-                "tick_late_ms_mean": float(np.mean(late_ms)) if late_ms else None,
-                "tick_late_ms_p99": float(np.percentile(late_ms, 99)) if late_ms else None,
-                **stats,
-                "arrays": rec.arrays(),
-                # per recorded step: the arm held after it (no policy action was due in the next slot)
-                "held_steps": [
-                    s + 1 not in acted for s in rec.slots[: min(len(rec.obs), len(rec.commanded))]
-                ],
-            }
-
-        def abort(reason: str, cause: BaseException | None = None) -> DeployError:
-            nonlocal status
-            status = "error"
-            with contextlib.suppress(Exception):  # the link is already gone: nothing more reaches the arm
-                robot.stop()
-            err = DeployError(
-                f"episode seed={seed} aborted at tick {tick}: {reason}; the arm was stopped", summary()
-            )
-            err.__cause__ = cause
-            return err
-
-        # Between episodes the policy server or the robot link can fail too: the same contract as mid-episode.
-        try:
-            self.policy.reset()
-        except Exception as e:
-            raise abort(f"policy reset failed ({type(e).__name__}: {e})", e) from e
-        try:
-            ob = robot.reset(seed)
-        except Exception as e:
-            raise abort(f"robot reset failed ({type(e).__name__}: {e})", e) from e
-        t0 = time.time()
-
-        try:
-            for tick in range(max_steps):
-                target = t0 + tick * self.dt
-                delay = target - time.time()
-                if delay > 0:
-                    self.sleep(delay)
-                now = time.time()
-                late_ms.append(1e3 * max(now - target, 0.0))
-                try:
-                    ob = robot.get_observation()
-                except Exception as e:
-                    raise abort(f"robot link lost ({e})", e) from e
-                if ob.age(now) > cfg.obs_timeout_s:
-                    raise abort(
-                        f"no fresh observation for {ob.age(now):.2f} s (> obs_timeout_s={cfg.obs_timeout_s})"
-                    )
-                new_obs = ob.seq != last_seq
-                if new_obs:
-                    last_seq = ob.seq
-                    hist.append({k: np.asarray(ob.data[k]) for k in self.obs_keys})
-                    obs_age_ms.append(1e3 * ob.age(now))
-                    rec.add(ob, self.record_keys)
-                    rec.slots.append(slot_of(ob))
-                if ob.info.get("done"):
-                    success = bool(ob.info.get("success"))
-                    status = "success" if success else "truncated"
-                    rec.commanded.append(safety.hold_command(ob.data))
-                    break
-
-                # -- a finished chunk joins the schedule
-                if pending is not None and pending[0].done():
-                    fut, src, req_tick, _ = pending
-                    pending = None
-                    try:
-                        chunk, ms = fut.result()
-                    except Exception as e:
-                        if getattr(e, "code", None) == "policy_nan":
-                            chunk, ms = np.full((1, robot.action_spec.shape[0]), np.nan), 0.0
-                        else:
-                            raise abort(f"policy failed: {type(e).__name__}: {e}", e) from e
-                    infer_ms.append(ms)
-                    if not np.isfinite(chunk).all():
-                        stats["rejected_chunks"] += 1
-                        safety._event(
-                            "nan", f"chunk planned at tick {req_tick} holds NaN/Inf: discarded", now
-                        )
-                    else:
-                        stats["chunks"] += 1
-                        # ticks from the chunk's observation to its first executable action: the delay to beat
-                        delay = tick + lead - slot_of(src) - 1
-                        rt = tick - req_tick
-                        rt_ticks = rt if rt_ticks is None else 0.7 * rt_ticks + 0.3 * rt
-                        n_use = self.max_actions
-                        if cfg.mode == "async" and cfg.max_actions is None:
-                            n_use = min(
-                                self.ta + max(delay, 0), self.max_chunk
-                            )  # Ta actions after the stale ones
-                        chunk = chunk[self.to - 1 : self.to - 1 + n_use]  # (n, Da) from the current obs on
-                        if cfg.mode == "sync" or stats["chunks"] == 1:
-                            # sync, or an episode's first chunk: the arm held still since the obs, so the
-                            # plan is still current when it lands; it starts at the first slot reachable
-                            first = tick + lead
-                            slots = [first + j for j in range(len(chunk))]
-                        else:
-                            # action j is due one control period after the obs it was planned from, plus j periods
-                            slots = [slot_of(src) + 1 + j for j in range(len(chunk))]
-                        for s, a in zip(slots, chunk):
-                            if s < tick + lead:
-                                stats["stale_dropped"] += 1
-                            elif s in schedule:
-                                schedule[s] = (1.0 - cfg.blend) * schedule[s] + cfg.blend * a
-                            else:
-                                schedule[s] = a
-                        last_slot_sent = max(schedule) if schedule else last_slot_sent
-                elif pending is not None and now - pending[3] > cfg.policy_timeout_s:
-                    raise abort(f"policy stalled: no chunk within policy_timeout_s={cfg.policy_timeout_s} s")
-
-                # -- request the next chunk
-                if pending is None:
-                    remaining = sum(1 for s in schedule if s >= tick + lead)
-                    if cfg.mode == "async":
-                        # auto: request when what is left just covers a request's round trip, so the next
-                        # chunk lands as this one runs out (each chunk then runs indices ~delay .. delay + Ta - 1)
-                        threshold = cfg.async_threshold or round_trip() + 1
-                        want = remaining <= threshold
-                    else:  # sync: the previous chunk has executed and this obs was taken after it
-                        want = remaining == 0 and (
-                            last_slot_sent < 0 or ob.timestamp >= t0 + (last_slot_sent - 0.5) * self.dt
-                        )
-                    if want:
-                        prefix = None
-                        if self.inpaint:
-                            src_slot = slot_of(ob)
-                            # the new chunk takes over where it lands (the first one: right after its obs,
-                            # since it is placed where the arm, still at rest, can first execute it)
-                            until = tick + lead + round_trip() if stats["chunks"] else src_slot + 1
-                            prefix = self._prefix(
-                                {**sent, **schedule}, src_slot, until, safety.hold_command(ob.data)
-                            )
-                        pending = (
-                            self._executor.submit(self._plan, self._window(hist), noise, prefix),
-                            ob,
-                            tick,
-                            now,
-                        )
-
-                # -- command: the action due at tick + lead, or hold
-                for s in [s for s in schedule if s < tick + lead]:
-                    del schedule[s]
-                slot = tick + lead
-                action = schedule.pop(slot, None)
-                if action is not None:
-                    cmd = safety.filter(action, ob.data, now)
-                    acted.add(slot)
-                else:
-                    state = safety.watchdog(now)
-                    if state == "stop":
-                        raise abort(
-                            f"watchdog: no fresh action for {safety.config.stop_after_s} s "
-                            f"(policy request in flight: {pending is not None}; safety events {safety.counts})"
-                        )
-                    stats["held_ticks"] += 1
-                    cmd = safety.hold(ob.data)
-                sent[slot] = np.asarray(cmd, dtype=np.float64)
-                sent.pop(slot - self.horizon - lead, None)
-                try:
-                    robot.send_action(cmd, t0 + slot * self.dt)
-                except Exception as e:
-                    raise abort(f"robot link lost while commanding ({e})", e) from e
-                if new_obs:
-                    rec.commanded.append(cmd.astype(np.float32))
-            else:
-                status = "timeout"
-                robot.stop()
-        except DeployError:
-            raise
-        except BaseException as e:  # KeyboardInterrupt, a bug: stop the arm, keep the data
-            raise abort(f"{type(e).__name__}: {e}", e) from e
-        finally:
-            if pending is not None:
-                pending[0].cancel()
-        return summary()
+EXECUTIONS: dict[str, Callable[[ControlLoop], Execution]] = {"sync": SyncExecution, "async": AsyncExecution}
 
 
 def run_episodes(

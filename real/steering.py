@@ -282,155 +282,242 @@ def run_robot(
     learner process of its own (real/learner.py); otherwise the updates run here between episodes. Returns
     the loop's metrics plus the robot's own figures.
     """
-    from robosteer.policies.data import DatasetWriter
-
-    shapes = _window_shapes(acting, learner.obs_keys)
-    o = OnlineRun(
+    return _RobotRun(
         learner,
-        {k: ShapeOnly(s) for k, s in shapes.items()},
+        loop,
+        acting,
         cfg,
         out_dir,
-        eval_fn,
-        offline,
-        resume,
-        checkpoint_config,
-    )
-    run, counters, keys = o.run, o.counters, o.keys
-    record_dir = Path(out_dir) / "episodes"
-    resend = recorded_unlearned(record_dir, int(counters["episodes"]), keys) if resume else []
-    path = session_path(record_dir)
-    counters.setdefault("held_steps", 0)  # checkpointed with the other counters: a resumed run keeps it
-    if judge is not None:
-        counters.setdefault("judged_agree", 0)
-    learning = _Learning(o, acting, shapes, exec_steps, learn_slice, split, offline)
-    figures: dict[str, list[float]] = {"staleness": [], "tick_late_ms_p99": [], "waited_s": []}
-    run.start(o.step)
-    try:
-        with run, DatasetWriter(path, env_args=env_args, split_seed=cfg.seed) as writer:
+        exec_steps=exec_steps,
+        episode_seed=episode_seed,
+        env_args=env_args,
+        eval_fn=eval_fn,
+        offline=offline,
+        resume=resume,
+        checkpoint_config=checkpoint_config,
+        learn_slice=learn_slice,
+        judge=judge,
+        confirm_reset=confirm_reset,
+        split=split,
+    ).run()
 
-            def stopped(
-                e: Exception, arrays: dict[str, Any] | None, ep: dict[str, Any]
-            ) -> RobotSteeringError:
-                """The run's stop on a fault: the episode in flight is recorded, the learner kept as it was."""
-                if arrays is not None:
-                    writer.add_episode(**arrays, attrs=episode_attrs(ep))
-                saved = learning.save()
-                return RobotSteeringError(
-                    f"{e}; episodes so far are in {path}, {saved} (resume=true continues)"
-                )
 
-            @contextlib.contextmanager
-            def learner_faults() -> Iterator[None]:
-                """The learner's process failing between episodes stops the run as a robot fault would (nothing
-                in flight: a recorded episode it had not learned is re-sent by resume=true)."""
-                try:
-                    yield
-                except LearnerError as e:
-                    raise stopped(e, None, {}) from e
+class _RobotRun:
+    """One :func:`run_robot`: its episodes acted on the robot, judged, recorded and learned, in that order.
 
-            def learned(
-                arrays: dict[str, Any], held: list[bool] | None, success: bool, agree: bool | None
-            ) -> None:
-                """One episode into the learner (and the counters), as it ended or as recorded before."""
-                ret = learning.add(int(counters["episodes"]), arrays, held)
-                counters["env_steps"] += len(arrays["actions"])
-                counters["held_steps"] += int(sum(held or []))
-                if agree is not None:
-                    counters["judged_agree"] += int(agree)
-                o.episode_ended(success, ret)
+    Every fault stops the run the same way (:meth:`_stopped`): the episode in flight is recorded, the learner
+    saved as it was, and a :class:`RobotSteeringError` says where things are for ``resume=true``.
+    """
 
-            for arrays, held, attrs in resend:  # recorded after the checkpoint: nothing recorded is lost
-                judged_ok = attrs.get("judged_success")
-                success = bool(attrs.get("success")) if judged_ok is None else bool(judged_ok)
-                robot_ok = attrs.get("robot_success_any", attrs.get("success"))
-                agree = None if judged_ok is None else bool(judged_ok) == bool(robot_ok)
-                with learner_faults():
-                    learned(arrays, held, success, agree)
-            if resend:
-                log.info("re-sent %d recorded episodes the checkpoint had not learned", len(resend))
-                learning.save()
-            if not o.history and eval_fn is not None:
-                o.evaluate()
-            while o.step < cfg.env_steps and not run.should_stop():
-                before = o.step
-                with learner_faults():
-                    version = learning.before_episode()
-                seed = episode_seed + int(counters["episodes"])
-                if confirm_reset is not None:
-                    try:
-                        go = confirm_reset(int(counters["episodes"]))
-                    except RobotSteeringError as e:  # between episodes: nothing in flight to record
-                        raise stopped(e, None, {}) from e
-                    if not go:
-                        log.info("stopped by the operator before episode %d", int(counters["episodes"]))
-                        break
-                try:
-                    ep = loop.run_episode(seed)
-                except DeployError as e:  # the arm is stopped: keep the episode, and the learner as it was
-                    raise stopped(e, (e.episode or {}).get("arrays"), e.episode or {}) from e
-                loop.wait_idle()  # a plan cut short by the episode's end finishes before the learner updates
-                arrays = ep.pop("arrays")
-                if arrays is None:
-                    raise RobotSteeringError(
-                        f"episode seed={seed} recorded nothing (status {ep.get('status')})"
-                    )
-                success, held_steps = bool(ep["success"]), ep.pop("held_steps", None)
-                learned_arrays, learned_held, agree = arrays, held_steps, None
-                if judge is not None:  # asked after the arm stopped; the verdict is recorded with the episode
-                    try:
-                        at = judge(int(counters["episodes"]), ep, arrays)
-                    except RobotSteeringError as e:  # no verdict: kept unjudged, out of the replay
-                        raise stopped(e, arrays, ep) from e
-                    success = ep["judged_success"] = at is not None
-                    if at is not None:
-                        ep["judged_step"] = at
-                    # the robot's own verdict, kept beside the judge's: did it report success at any step
-                    # (its flag at the time limit says only where things ended up)
-                    ep["robot_success_any"] = bool(np.asarray(arrays["dones"]).any())
-                    arrays, learned_arrays, learned_held = judged_episode(arrays, at, held_steps)
-                    agree = success == ep["robot_success_any"]
-                attrs = {  # the learner's index: a resume re-sends what its checkpoint lacks
-                    **episode_attrs(ep),
-                    "episode_index": int(counters["episodes"]),
-                    "held_steps": held_attr(held_steps, len(arrays["actions"])),
-                }
-                writer.add_episode(**arrays, attrs=attrs)
-                with learner_faults():
-                    learned(learned_arrays, learned_held, success, agree)
-                run.progress(o.step - before, **o.log())
-                run.scalar("robot/held_ticks", float(ep.get("held_ticks", 0)), o.step)
-                for key in ("infer_ms_mean", "tick_late_ms_p99"):
-                    if ep.get(key) is not None:
-                        run.scalar(f"robot/{key.removesuffix('_mean')}", float(ep[key]), o.step)
-                if ep.get("tick_late_ms_p99") is not None:
-                    figures["tick_late_ms_p99"].append(float(ep["tick_late_ms_p99"]))
-                if version is not None:  # the learner's updates past the weights this episode acted with
-                    figures["staleness"].append(float(counters["updates"] - version))
-                    run.scalar("learner/staleness_updates", figures["staleness"][-1], o.step)
-                    run.scalar("learner/updates_per_s", float(learning.remote.last["updates_per_s"]), o.step)
-                    with learner_faults():
-                        figures["waited_s"].append(learning.wait_backlog())
-                if eval_fn is not None and run.due(o.step, cfg.eval_every, before):
-                    with learner_faults():
-                        learning.sync_weights()
+    def __init__(
+        self,
+        learner: OnlineLearner,
+        loop: Any,
+        acting: LearnerActing,
+        cfg: OnlineRunConfig,
+        out_dir: str,
+        *,
+        exec_steps: int,
+        episode_seed: int,
+        env_args: dict[str, Any],
+        eval_fn: Any,
+        offline: dict[str, torch.Tensor] | None,
+        resume: bool,
+        checkpoint_config: dict[str, Any] | None,
+        learn_slice: int,
+        judge: Any,
+        confirm_reset: Any,
+        split: Any,
+    ) -> None:
+        shapes = _window_shapes(acting, learner.obs_keys)
+        obs_space = {k: ShapeOnly(s) for k, s in shapes.items()}
+        o = self.o = OnlineRun(learner, obs_space, cfg, out_dir, eval_fn, offline, resume, checkpoint_config)
+        self.loop, self.episode_seed, self.env_args = loop, episode_seed, env_args
+        self.judge, self.confirm_reset = judge, confirm_reset
+        counters = self.counters = o.counters
+        record_dir = Path(out_dir) / "episodes"
+        self.resend = recorded_unlearned(record_dir, int(counters["episodes"]), o.keys) if resume else []
+        self.path = session_path(record_dir)
+        counters.setdefault("held_steps", 0)  # checkpointed with the other counters: a resumed run keeps it
+        if judge is not None:
+            counters.setdefault("judged_agree", 0)
+        self.learning = _Learning(o, acting, shapes, exec_steps, learn_slice, split, offline)
+        self.figures: dict[str, list[float]] = {"staleness": [], "tick_late_ms_p99": [], "waited_s": []}
+        self.writer: Any = None  # the session's DatasetWriter, open while the run is
+
+    def run(self) -> dict[str, Any]:
+        """Re-send what the checkpoint lacks, then one episode after another until the step budget is spent;
+        the final evaluation and save see every update."""
+        from robosteer.policies.data import DatasetWriter
+
+        o, run, learning = self.o, self.o.run, self.learning
+        run.start(o.step)
+        try:
+            with run, DatasetWriter(self.path, env_args=self.env_args, split_seed=o.cfg.seed) as writer:
+                self.writer = writer
+                self._resend()
+                if not o.history and o.eval_fn is not None:
                     o.evaluate()
-                if learning.remote is None or run.due(o.step, cfg.checkpoint_every, before):
-                    with learner_faults():  # local: after every episode, a fault loses at most its episode
-                        learning.save()
-            with learner_faults():
-                learning.pull()  # the final evaluation and save see every update the learner made
-            metrics = o.finish()
-    finally:
-        learning.close()
-    return {
-        **metrics,
-        "robot_episodes": int(counters["episodes"]),
-        "robot_success_rate_last50": metrics["train_success_rate"],  # the loop's last RECENT = 50 episodes
-        "robot_held_steps": int(counters["held_steps"]),  # of env_steps (every recorded robot step)
-        **({"robot_judged_agree": int(counters["judged_agree"])} if "judged_agree" in counters else {}),
-        **_figures(figures, learning, counters),
-        "recording": str(path),
-    }
+                while o.step < o.cfg.env_steps and not run.should_stop():
+                    if not self._episode():
+                        break
+                with self._learner_faults():
+                    learning.pull()  # the final evaluation and save see every update the learner made
+                metrics = o.finish()
+        finally:
+            learning.close()
+        return self._metrics(metrics)
+
+    def _stopped(self, e: Exception, arrays: dict[str, Any] | None, ep: dict[str, Any]) -> RobotSteeringError:
+        """The run's stop on a fault: the episode in flight is recorded, the learner kept as it was."""
+        if arrays is not None:
+            self.writer.add_episode(**arrays, attrs=episode_attrs(ep))
+        saved = self.learning.save()
+        return RobotSteeringError(f"{e}; episodes so far are in {self.path}, {saved} (resume=true continues)")
+
+    @contextlib.contextmanager
+    def _learner_faults(self) -> Iterator[None]:
+        """The learner's process failing between episodes stops the run as a robot fault would (nothing
+        in flight: a recorded episode it had not learned is re-sent by resume=true)."""
+        try:
+            yield
+        except LearnerError as e:
+            raise self._stopped(e, None, {}) from e
+
+    def _learned(
+        self, arrays: dict[str, Any], held: list[bool] | None, success: bool, agree: bool | None
+    ) -> None:
+        """One episode into the learner (and the counters), as it ended or as recorded before."""
+        counters = self.counters
+        ret = self.learning.add(int(counters["episodes"]), arrays, held)
+        counters["env_steps"] += len(arrays["actions"])
+        counters["held_steps"] += int(sum(held or []))
+        if agree is not None:
+            counters["judged_agree"] += int(agree)
+        self.o.episode_ended(success, ret)
+
+    def _resend(self) -> None:
+        """The episodes recorded after the checkpoint, learned again: nothing recorded is lost."""
+        for arrays, held, attrs in self.resend:
+            judged_ok = attrs.get("judged_success")
+            success = bool(attrs.get("success")) if judged_ok is None else bool(judged_ok)
+            robot_ok = attrs.get("robot_success_any", attrs.get("success"))
+            agree = None if judged_ok is None else bool(judged_ok) == bool(robot_ok)
+            with self._learner_faults():
+                self._learned(arrays, held, success, agree)
+        if self.resend:
+            log.info("re-sent %d recorded episodes the checkpoint had not learned", len(self.resend))
+            self.learning.save()
+
+    def _episode(self) -> bool:
+        """One episode: acted, judged, recorded, learned, logged. False: the operator stopped the run."""
+        before = self.o.step
+        with self._learner_faults():
+            version = self.learning.before_episode()
+        index = int(self.counters["episodes"])
+        if not self._reset_confirmed(index):
+            return False
+        ep, arrays = self._act(self.episode_seed + index)
+        success, held_steps = bool(ep["success"]), ep.pop("held_steps", None)
+        learned_arrays, learned_held, agree = arrays, held_steps, None
+        if self.judge is not None:  # asked after the arm stopped; the verdict is recorded with the episode
+            arrays, learned_arrays, learned_held, agree = self._judged(index, ep, arrays, held_steps)
+            success = ep["judged_success"]
+        attrs = {  # the learner's index: a resume re-sends what its checkpoint lacks
+            **episode_attrs(ep),
+            "episode_index": index,
+            "held_steps": held_attr(held_steps, len(arrays["actions"])),
+        }
+        self.writer.add_episode(**arrays, attrs=attrs)
+        with self._learner_faults():
+            self._learned(learned_arrays, learned_held, success, agree)
+        self._log(ep, before, version)
+        self._evaluate_and_save(before)
+        return True
+
+    def _reset_confirmed(self, index: int) -> bool:
+        """``resets=operator``: the person has reset the scene for episode ``index`` (False: they stopped)."""
+        if self.confirm_reset is not None:
+            try:
+                go = self.confirm_reset(index)
+            except RobotSteeringError as e:  # between episodes: nothing in flight to record
+                raise self._stopped(e, None, {}) from e
+            if not go:
+                log.info("stopped by the operator before episode %d", index)
+                return False
+        return True
+
+    def _act(self, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The control loop's episode from ``seed``: its summary and its recorded arrays."""
+        try:
+            ep = self.loop.run_episode(seed)
+        except DeployError as e:  # the arm is stopped: keep the episode, and the learner as it was
+            raise self._stopped(e, (e.episode or {}).get("arrays"), e.episode or {}) from e
+        self.loop.wait_idle()  # a plan cut short by the episode's end finishes before the learner updates
+        arrays = ep.pop("arrays")
+        if arrays is None:
+            raise RobotSteeringError(f"episode seed={seed} recorded nothing (status {ep.get('status')})")
+        return ep, arrays
+
+    def _judged(
+        self, index: int, ep: dict[str, Any], arrays: dict[str, Any], held: list[bool] | None
+    ) -> tuple[dict[str, Any], dict[str, Any], list[bool] | None, bool]:
+        """``(recorded, learned, learned held steps, agree)`` of episode ``index`` by the judge's verdict,
+        which goes into ``ep`` (the recording's attributes) beside the robot's own."""
+        try:
+            at = self.judge(index, ep, arrays)
+        except RobotSteeringError as e:  # no verdict: kept unjudged, out of the replay
+            raise self._stopped(e, arrays, ep) from e
+        success = ep["judged_success"] = at is not None
+        if at is not None:
+            ep["judged_step"] = at
+        # the robot's own verdict, kept beside the judge's: did it report success at any step
+        # (its flag at the time limit says only where things ended up)
+        ep["robot_success_any"] = bool(np.asarray(arrays["dones"]).any())
+        recorded, learned, learned_held = judged_episode(arrays, at, held)
+        return recorded, learned, learned_held, success == ep["robot_success_any"]
+
+    def _log(self, ep: dict[str, Any], before: int, version: int | None) -> None:
+        """The episode's figures: progress, the robot's timing, and (Ray) how far the acting weights trailed."""
+        o, run, figures = self.o, self.o.run, self.figures
+        run.progress(o.step - before, **o.log())
+        run.scalar("robot/held_ticks", float(ep.get("held_ticks", 0)), o.step)
+        for key in ("infer_ms_mean", "tick_late_ms_p99"):
+            if ep.get(key) is not None:
+                run.scalar(f"robot/{key.removesuffix('_mean')}", float(ep[key]), o.step)
+        if ep.get("tick_late_ms_p99") is not None:
+            figures["tick_late_ms_p99"].append(float(ep["tick_late_ms_p99"]))
+        if version is not None:  # the learner's updates past the weights this episode acted with
+            figures["staleness"].append(float(self.counters["updates"] - version))
+            run.scalar("learner/staleness_updates", figures["staleness"][-1], o.step)
+            run.scalar("learner/updates_per_s", float(self.learning.remote.last["updates_per_s"]), o.step)
+            with self._learner_faults():
+                figures["waited_s"].append(self.learning.wait_backlog())
+
+    def _evaluate_and_save(self, before: int) -> None:
+        """Evaluate when due (with the newest weights), and save: locally after every episode, Ray when due."""
+        o, learning = self.o, self.learning
+        if o.eval_fn is not None and o.run.due(o.step, o.cfg.eval_every, before):
+            with self._learner_faults():
+                learning.sync_weights()
+            o.evaluate()
+        if learning.remote is None or o.run.due(o.step, o.cfg.checkpoint_every, before):
+            with self._learner_faults():  # local: after every episode, a fault loses at most its episode
+                learning.save()
+
+    def _metrics(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        """The loop's metrics plus the robot's own figures."""
+        counters = self.counters
+        return {
+            **metrics,
+            "robot_episodes": int(counters["episodes"]),
+            # the loop's last RECENT = 50 episodes
+            "robot_success_rate_last50": metrics["train_success_rate"],
+            "robot_held_steps": int(counters["held_steps"]),  # of env_steps (every recorded robot step)
+            **({"robot_judged_agree": int(counters["judged_agree"])} if "judged_agree" in counters else {}),
+            **_figures(self.figures, self.learning, counters),
+            "recording": str(self.path),
+        }
 
 
 class _Learning:

@@ -73,8 +73,8 @@ FAULTS = [
     {
         "name": "resume: the episodes recorded after the checkpoint are not re-sent",
         "file": STEERING,
-        "old": '    resend = recorded_unlearned(record_dir, int(counters["episodes"]), keys) if resume else []\n',
-        "new": "    resend = []\n",
+        "old": '        self.resend = recorded_unlearned(record_dir, int(counters["episodes"]), o.keys) if resume else []\n',
+        "new": "        self.resend = []\n",
         "tests": [T_RAY],
     },
     {

@@ -44,7 +44,7 @@ FAULTS = [
     {
         "name": "robot steering: the control loop marks no step held",
         "file": "real/runtime.py",
-        "old": "s + 1 not in acted for s in rec.slots",
+        "old": "s + 1 not in self.acted for s in rec.slots",
         "new": "False for s in rec.slots",
         "tests": ["tests/real/test_runtime.py"],
     },
@@ -78,8 +78,8 @@ FAULTS += [
     {
         "name": "robot steering: an unanswered episode is not recorded",
         "file": STEERING,
-        "old": "                    raise stopped(e, arrays, ep) from e\n",
-        "new": "                    raise stopped(e, None, ep) from e\n",
+        "old": "            raise self._stopped(e, arrays, ep) from e\n",
+        "new": "            raise self._stopped(e, None, ep) from e\n",
         "tests": [T_OPERATOR],
     },
     {
@@ -105,8 +105,8 @@ FAULTS += [
     {
         "name": "robot steering: resets=operator never asks for the scene's reset",
         "file": STEERING,
-        "old": "            if confirm_reset is not None:\n",
-        "new": "            if False:\n",
+        "old": "        if self.confirm_reset is not None:\n",
+        "new": "        if False:\n",
         "tests": [T_RESETS],
     },
 ]
