@@ -353,7 +353,15 @@ class _RobotRun:
         o, run, learning = self.o, self.o.run, self.learning
         run.start(o.step)
         try:
-            with run, DatasetWriter(self.path, env_args=self.env_args, split_seed=o.cfg.seed) as writer:
+            with (
+                run,
+                DatasetWriter(
+                    self.path,
+                    env_args=self.env_args,
+                    split_seed=o.cfg.seed,
+                    attrs={"fps": self.loop.robot.data_rate_hz},
+                ) as writer,
+            ):
                 self.writer = writer
                 self._resend()
                 if not o.history and o.eval_fn is not None:

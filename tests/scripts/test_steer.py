@@ -564,6 +564,7 @@ def test_dsrl_steers_on_the_sim_twin_survives_its_kill_and_resumes(setup):
     assert fault.startswith("robosteer-steer: robot fault:") and "resume=true" in fault, err[-2000:]
     with h5py.File(run / "episodes" / "session_000.hdf5") as f:
         first = len(f["data"])
+        assert f["data"].attrs["fps"] == pytest.approx(80.0)  # the twin's simulator rate: an export needs no fps=
     assert first >= 1
     saved = json.loads((run / "checkpoints" / "latest" / "config.json").read_text())
     assert saved["robot"] == "sim_twin"
