@@ -4,6 +4,9 @@ Probe classes (each probe is one input, built from the configs and formats as th
 - **bad CLI input**: every typed key of every command given a value of the wrong type, every count given 0
   and −5, every key misspelt, every config group given an unknown option, a bare word, a missing required
   key. Handled: exit 2 with one or two lines ``robosteer-X: error: ...`` (unknown keys: the nearest one).
+- **refusals before any work**: each writing command pointed at an output that holds a run, at another folder
+  with ``overwrite=true`` and at an interrupted collection; ``device=gpu`` and ``device=cuda`` without a GPU;
+  ``logger=wandb`` online without a W&B key. Handled: exit 2 with one line, and the output byte-identical.
 - **dataset corruption**: NaN / inf / 1e307 planted in every array of a file, random bytes over its middle,
   truncation, an empty file, a directory, a text file, a missing file. Handled: ``robosteer-dataset
   validate`` exits 2 naming the file, and training's reader refuses it with a DatasetError naming the file.
@@ -150,6 +153,123 @@ def cli_probes() -> list[Probe]:
                 )
             )
     return probes  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------- refusals
+FIXTURE_RUN = ROOT / "tests" / "fixtures" / "runs_fa6b6cd" / "dp"
+# the inputs each writing command needs to reach its output check ({data}: a valid dataset, {run}: a train run)
+WRITING = {
+    "collect": ["task=push-v3"],
+    "train": ["dataset={data}"],
+    "steer": ["base={run}"],
+    "value": ["dataset={data}"],
+    "eval": ["checkpoint={run}"],
+    "deploy": ["policy_source={run}"],
+}
+# the commands that run a network somewhere, with the inputs that reach their device check
+DEVICE_INPUTS = {
+    "train": ["dataset={data}"],
+    "steer": ["base={run}"],
+    "value": ["dataset={data}"],
+    "eval": ["checkpoint={run}"],
+    "serve": ["checkpoint={run}"],
+}
+LOGGING = ("train", "steer", "value")  # the commands that take logger=
+
+
+def _tree(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def _refusal(
+    config: str, args: list[str], want: str, out: Path | None = None, env: dict[str, str | None] | None = None
+) -> Callable[[], tuple[bool, str]]:
+    """Handled: the command's one-line refusal (:func:`_cli`) and, when ``out`` holds files, ``out``
+    byte-identical afterwards (nothing replaced, nothing added)."""
+    check = _cli(config, args, want)
+
+    def run() -> tuple[bool, str]:
+        before = _tree(out) if out is not None else None
+        saved = {k: os.environ.get(k) for k in env or {}}
+        try:
+            for k, v in (env or {}).items():
+                os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+            ok, seen = check()
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        if out is not None and _tree(out) != before:
+            return False, f"{out} changed: {seen}"
+        return ok, seen
+
+    return run
+
+
+def refusal_probes(work: Path) -> list[Probe]:
+    """Refused before any work, in one line, with nothing written or replaced: an output that holds data (a
+    run, another folder, an interrupted collection), a device this machine lacks, W&B online without a key."""
+    root = work / "refusals"
+    root.mkdir(parents=True, exist_ok=True)
+    data = root / "d.hdf5"
+    _write_dataset(data)
+    probes = []
+    kind = "refusals before any work"
+    for config, needs in WRITING.items():
+        inputs = [a.format(data=data, run=FIXTURE_RUN) for a in needs]
+        run_dir = root / f"{config}_run"  # a previous run of the command, with data beside its config
+        run_dir.mkdir()
+        (run_dir / "config.yaml").write_text("seed: 0\n")
+        (run_dir / "demos.hdf5").write_bytes(b"the user's data")
+        other = root / f"{config}_other"  # a folder that is no robosteer run
+        other.mkdir()
+        (other / "notes.txt").write_text("keep me")
+        partial = root / f"{config}_partial"  # a collection killed part-way
+        partial.mkdir()
+        (partial / "demos.hdf5.partial").write_bytes(b"finished episodes")
+        for name, out, extra, want in (
+            ("an existing run", run_dir, [], "already holds files"),
+            ("another folder with overwrite=true", other, ["overwrite=true"], "not a robosteer run"),
+            (
+                "an interrupted collection with overwrite=true",
+                partial,
+                ["overwrite=true"],
+                "interrupted collection",
+            ),
+        ):
+            args = [*inputs, f"out={out}", *extra]
+            probes.append(Probe(kind, f"{config} out= {name}", _refusal(config, args, want, out)))
+    for config in DEVICE_INPUTS:
+        inputs = [a.format(data=data, run=FIXTURE_RUN) for a in DEVICE_INPUTS[config]]
+        out = [] if config == "serve" else [f"out={root / f'{config}_device'}"]  # serve writes no run
+        for device, want in (("gpu", "nearest valid choice: 'cuda'"), ("cuda", "no CUDA GPU is usable here")):
+            if device == "cuda" and _cuda_here():
+                continue
+            probes.append(
+                Probe(
+                    kind,
+                    f"{config} device={device}",
+                    _refusal(config, [*inputs, f"device={device}", *out], want),
+                )
+            )
+    no_key = {"WANDB_API_KEY": None, "WANDB_MODE": None, "NETRC": str(root / "no.netrc")}
+    for config in LOGGING:
+        inputs = [a.format(data=data, run=FIXTURE_RUN) for a in WRITING[config]]
+        logger = "run.logger=wandb" if config == "steer" else "logger=wandb"
+        args = [*inputs, logger, f"out={root / f'{config}_wandb'}"]
+        probes.append(
+            Probe(
+                kind,
+                f"{config} {logger} online without a key",
+                _refusal(config, args, "no W&B key", env=no_key),
+            )
+        )
+    return probes
+
+
+def _cuda_here() -> bool:
+    from robosteer.scripts.guards import cuda_available
+
+    return cuda_available()
 
 
 # ---------------------------------------------------------------------------------------------- datasets
@@ -672,6 +792,7 @@ def load_probes() -> list[Probe]:
 def all_probes(work: Path) -> list[Probe]:
     return (
         cli_probes()
+        + refusal_probes(work)
         + dataset_probes(work)
         + checkpoint_probes(work)
         + wire_probes()
