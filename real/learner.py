@@ -9,6 +9,10 @@ Why this shape (../shared/reference/interop.md, section 3):
   back latest-only: the learner publishes every ``weights_every`` updates and the actor takes the newest at an
   episode boundary (LeRobot), so each episode acts with one set of weights. The staleness (the learner's
   updates past the acting weights) is logged per episode.
+- The cluster is token-authenticated (Ray's ``RAY_AUTH_MODE=token``): Ray's control plane runs code for whoever
+  reaches its ports (it binds every interface, not loopback), and here it commands a robot. A cluster this run
+  starts gets a fresh token of its own; joining one (``learner.address``) needs its token, and a cluster
+  without one is joined only with ``learner.insecure=true``.
 - Nothing durable lives in the learner. The actor pulls its whole state (learner, optimizers, replay,
   counters, generator) into ``checkpoints/latest``, and the recordings are the log: a resumed run re-sends
   every recorded episode its checkpoint has not seen (real/steering.py), so a learner killed mid-run costs
@@ -20,9 +24,11 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import secrets
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -60,6 +66,9 @@ class LearnerConfig:
     #   waits at the next episode boundary (the arm idle between episodes); None: never waits
     num_gpus: float = 0.0  # ray: GPUs the learner asks of the cluster (with device=cuda)
     timeout_s: float = 120.0  # ray: a learner call not answered in this time stops the run
+    # ray with address: join a cluster without a Ray token (anyone reaching its ports can run code on it and so
+    # command the robot); false (ours): a token is needed (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)
+    insecure: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -74,6 +83,37 @@ class LearnerConfig:
             )
         if self.timeout_s <= 0:
             raise ValueError(f"learner.timeout_s={self.timeout_s} is not valid: expected seconds > 0")
+        if self.mode == "ray" and self.address and not self.insecure and not ray_token_known():
+            raise ValueError(
+                f"learner.address={self.address}: no Ray token is set (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
+                "~/.ray/auth_token): start the head with RAY_AUTH_MODE=token and give this machine its token, or "
+                "join a cluster without authentication with learner.insecure=true"
+            )
+
+
+def ray_token_known() -> bool:
+    """A Ray authentication token is set for this process, in any of Ray's own places."""
+    return (
+        bool(os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"))
+        or (Path.home() / ".ray" / "auth_token").is_file()
+    )
+
+
+def authenticate_ray(split: LearnerConfig) -> None:
+    """Turn on Ray's token authentication for the cluster this process starts or joins: a cluster started
+    here gets a fresh random token unless one is set; a joined one uses the token set (checked by
+    :class:`LearnerConfig`), or none with ``insecure``."""
+    if split.address and split.insecure and not ray_token_known():
+        return  # the user's explicit choice: a cluster without authentication
+    os.environ["RAY_AUTH_MODE"] = "token"
+    if not split.address and not ray_token_known():
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)  # this run's own cluster, its own token
+    # Ray reads its settings when first imported: re-read them (what Ray's own tests do after changing these
+    # variables; ray 2.60 is pinned), else this process would run token-less beside a token-mode cluster.
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 class ShapeOnly:
@@ -295,6 +335,7 @@ class RayLearner:
         if self.started_ray:
             if split.address:
                 _reachable(split.address)
+            authenticate_ray(split)
             try:
                 ray.init(
                     address=split.address,

@@ -3,7 +3,11 @@ and missing episodes, faults, snapshots; and the recordings a resumed run re-sen
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -256,4 +260,79 @@ def test_a_learner_address_nobody_answers_is_refused_in_seconds(address, message
     from robosteer.real.learner import RayLearner
 
     with pytest.raises(LearnerError, match=message):
-        RayLearner(LearnerConfig(mode="ray", address=address), _Counting())
+        RayLearner(LearnerConfig(mode="ray", address=address, insecure=True), _Counting())
+
+
+def _no_ray_token(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    for var in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(home))  # no ~/.ray/auth_token either
+
+
+def test_joining_a_cluster_without_its_token_is_refused_unless_insecure(monkeypatch, tmp_path):
+    _no_ray_token(monkeypatch, tmp_path)
+    with pytest.raises(
+        ValueError, match=r"learner.address=gpu-host:6379: no Ray token is set .*insecure=true"
+    ):
+        LearnerConfig(mode="ray", address="gpu-host:6379")
+    LearnerConfig(mode="ray", address="gpu-host:6379", insecure=True)  # the user's explicit choice
+    LearnerConfig(mode="ray")  # a cluster this run starts makes its own token
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "t" * 64)
+    LearnerConfig(mode="ray", address="gpu-host:6379")
+
+
+def test_authentication_turns_on_a_fresh_token_for_a_cluster_started_here_and_keeps_a_given_one(
+    monkeypatch, tmp_path
+):
+    from robosteer.real.learner import authenticate_ray
+
+    _no_ray_token(monkeypatch, tmp_path)
+    authenticate_ray(LearnerConfig(mode="ray"))
+    first = os.environ["RAY_AUTH_TOKEN"]
+    assert os.environ["RAY_AUTH_MODE"] == "token" and len(first) == 64
+    monkeypatch.delenv("RAY_AUTH_TOKEN")
+    authenticate_ray(LearnerConfig(mode="ray"))
+    assert os.environ["RAY_AUTH_TOKEN"] != first  # a fresh one per cluster, never a constant
+    authenticate_ray(LearnerConfig(mode="ray", address="h:1", insecure=True))
+    assert os.environ["RAY_AUTH_TOKEN"] != first  # a token already set is kept
+    _no_ray_token(monkeypatch, tmp_path)
+    authenticate_ray(LearnerConfig(mode="ray", address="h:1", insecure=True))
+    assert "RAY_AUTH_MODE" not in os.environ and "RAY_AUTH_TOKEN" not in os.environ
+    monkeypatch.undo()  # this process's Ray settings as they were, for whatever runs next here
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+RAY_HEAD = """
+import os, sys, time
+import ray
+from robosteer.real.learner import LearnerConfig, authenticate_ray
+authenticate_ray(LearnerConfig(mode="ray"))
+ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR")
+print(ray.get_runtime_context().gcs_address, os.environ["RAY_AUTH_TOKEN"], flush=True)
+sys.stdin.read()  # held until the test closes stdin
+ray.shutdown()
+"""
+RAY_CLIENT = "import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR'); print('joined')"
+
+
+def test_a_cluster_robosteer_starts_refuses_a_client_without_its_token(tmp_path):
+    """learner=ray's own cluster is token-authenticated: a client without the token cannot join it (so cannot
+    run code there, nor command the robot through the learner); one with the token can."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")} | {"HOME": str(tmp_path)}
+    head = subprocess.Popen(
+        [sys.executable, "-c", RAY_HEAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        address, token = head.stdout.readline().split()
+        join = [sys.executable, "-c", RAY_CLIENT, address]
+        stranger = subprocess.run(join, capture_output=True, text=True, env=env, timeout=120)
+        assert stranger.returncode != 0 and "joined" not in stranger.stdout
+        owner = {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+        member = subprocess.run(join, capture_output=True, text=True, env=owner, timeout=120)
+        assert member.returncode == 0 and "joined" in member.stdout, member.stderr[-2000:]
+    finally:
+        head.stdin.close()
+        head.wait(timeout=60)
