@@ -111,7 +111,7 @@ def _leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def cli_probes() -> list[Probe]:
-    from robosteer.scripts.cli import POSITIVE, _compose, _defaults
+    from robosteer.scripts.cli import IMPLIED_GROUPS, NESTED_GROUPS, POSITIVE, _compose, _defaults
 
     probes = []
     for config in COMMANDS:
@@ -136,7 +136,12 @@ def cli_probes() -> list[Probe]:
         for key in [k for k in base if k != "hydra"]:
             add(f"{key}x=1", "nearest valid choice")
         for group in sorted(_defaults(config)):
-            add(f"{group}=bogus", "is not known")
+            if group in IMPLIED_GROUPS.get(config, ()):  # follows from another key (base=): never typed
+                add(f"{group}=bogus", "not typed")
+            elif group in NESTED_GROUPS.get(config, {}):  # exists only in a context (robot=...)
+                add(f"{group}=bogus", "is a setting of")
+            else:
+                add(f"{group}=bogus", "is not known")
         probes.append(
             Probe(
                 "bad CLI input",
