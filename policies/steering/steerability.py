@@ -76,7 +76,8 @@ class BaseDecoder:
         self.base, self.exec_slice = base, executed_rows(base)
         self.noise_shape = tuple(base.noise_shape)  # (Tp, Da)
         self.latent_dim = math.prod(self.noise_shape)
-        self.device = next(base.parameters()).device
+        weight = next(base.parameters(), None) if isinstance(base, torch.nn.Module) else None
+        self.device = weight.device if weight is not None else torch.device("cpu")
 
     @torch.no_grad()
     def decode(self, obs: dict[str, torch.Tensor], latent: torch.Tensor) -> torch.Tensor:
