@@ -227,7 +227,13 @@ def auto_noise(training: Training) -> Any:
         trainer = training.trainer(probe_dir(run_dir, sigma), sigma, stop_at_step=probe_steps)
         metrics = training.fit(trainer)
         check = check_base(trainer.eval_policy(), training.dataset, conf, int(cfg.seed))
-        log.info("action_noise_std=%g after %d steps: %s", sigma, probe_steps, check.line())
+        log.info(
+            "action_noise_std=%g after %d steps: ratio %.3f, %s",
+            sigma,
+            probe_steps,
+            check.ratio,
+            check.verdict,
+        )
         return Probe(sigma, check, metrics.get("success_rate"))
 
     choice = choose(conf, probe, probe_steps)
@@ -237,6 +243,24 @@ def auto_noise(training: Training) -> Any:
 
 def probe_dir(run_dir: Path, sigma: float) -> Path:
     return run_dir / "auto" / f"sigma_{sigma:g}"
+
+
+def check_finished(training: Training, trainer: Any, choice: dict[str, Any]) -> None:
+    """The check again on the finished base (``choice["final"]``): its probe read it earlier in training."""
+    from robosteer.policies.train.auto_noise import AutoNoiseConfig, check_base
+
+    final = check_base(trainer.eval_policy(), training.dataset, AutoNoiseConfig(), int(training.cfg.seed))
+    if final.verdict == "steerable":
+        log.info("finished base: ratio %.3f, steerable", final.ratio)
+    else:
+        log.warning(
+            "finished base: ratio %.3f, %s, though its %d-step probe read steerable: try the next larger "
+            "action_noise_std yourself",
+            final.ratio,
+            final.verdict,
+            choice["probe_steps"],
+        )
+    choice["final"] = {"ratio": final.ratio, "verdict": final.verdict}
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -268,11 +292,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     if rank != 0:
         return metrics
     if choice is not None:
-        from robosteer.policies.train.auto_noise import AutoNoiseConfig, check_base
-
-        final = check_base(trainer.eval_policy(), training.dataset, AutoNoiseConfig(), int(cfg.seed))
-        (log.info if final.verdict == "steerable" else log.warning)("finished base: %s", final.line())
-        choice["final"] = {"ratio": final.ratio, "verdict": final.verdict}
+        check_finished(training, trainer, choice)
     metrics.setdefault("success_rate", None)
     metrics.setdefault("episodes", 0)  # no evaluation: no env interaction
     metrics.setdefault("env_steps", 0)
