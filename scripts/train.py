@@ -293,6 +293,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         return metrics
     if choice is not None:
         check_finished(training, trainer, choice)
+        if metrics.get("resumed_from_step") == metrics["steps"]:  # the probe was the whole run: its figures
+            probe = json.loads((probe_dir(run_dir, sigma) / "metrics.json").read_text())
+            metrics |= {k: probe[k] for k in ("final_loss", "samples_per_s", "steps_per_s") if k in probe}
     metrics.setdefault("success_rate", None)
     metrics.setdefault("episodes", 0)  # no evaluation: no env interaction
     metrics.setdefault("env_steps", 0)

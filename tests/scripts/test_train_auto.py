@@ -110,6 +110,14 @@ def test_auto_finishes_the_first_steerable_probe_as_the_run_that_sigma_gives(tmp
     assert hashes[0] == hashes[1]
 
 
+def test_a_probe_that_is_the_whole_run_reports_its_own_training_figures(tmp_path, demos, planted):
+    planted([0.6, 0.6])  # σ = 0 steerable at once; steps = probe_steps: nothing is left to train
+    over = [f"dataset={demos}", *SMALL, "steps=3", "action_noise_std=auto", f"out={tmp_path / 'one'}"]
+    m = train.run(_cfg(*over))
+    assert m["auto_noise"]["chosen"] == 0.0 and m["auto_noise"]["extra_steps"] == 0 and m["steps"] == 3
+    assert np.isfinite(m["final_loss"]) and m["samples_per_s"] > 0
+
+
 def test_no_steerable_candidate_is_one_line_and_no_base(tmp_path, demos, planted, capsys):
     planted([0.05, 0.3, 0.45])
     cfg = _cfg(f"dataset={demos}", *SMALL, "action_noise_std=auto", f"out={tmp_path / 'none'}")
