@@ -102,7 +102,8 @@ def test_steer_cli_na_with_offline_demos_then_eval_the_steered_policy(setup):
     assert any((run / "tb").iterdir())
     assert "steered success" in p.stdout and "failures removed" in p.stdout
     assert m["lift"] == pytest.approx(m["success_rate"] - m["base_success_rate"])
-    if m["base_success_rate"] < 1.0:  # the share of the base's failures removed (None: a base that never fails)
+    # the share of the base's failures removed (None: a base that never fails)
+    if m["base_success_rate"] < 1.0:
         assert m["failures_removed"] == pytest.approx(m["lift"] / (1 - m["base_success_rate"]))
     else:
         assert m["failures_removed"] is None
