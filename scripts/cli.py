@@ -9,6 +9,7 @@ keeps every traceback. Hydra's own flags (``--cfg job``, ``--help``, ``-m``) pas
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from robosteer.scripts.common import CONFIG_DIR, UsageError, debug
-from robosteer.scripts.schemas import ECHOES, EVAL_SOURCES, RENAMED, TO_ENVIRONMENT
+from robosteer.scripts.schemas import ECHOES, EVAL_SOURCES, RENAMED, TO_ENVIRONMENT, TRAIN_NUMBER_OR_WORD
 
 # Counts that must be at least one (a run that does nothing is a mistake, not a result).
 POSITIVE = {
@@ -30,6 +31,8 @@ POSITIVE = {
     "eval_envs",
     "samples",
 }
+# Keys that take a number >= 0 or one word: {(config, key): word}
+NUMBER_OR_WORD = {("train", key): word for key, word in TRAIN_NUMBER_OR_WORD.items()}
 # Keys the user writes under another name (deploy's ``policy=`` arrives as ``policy_source=``).
 USER_KEYS = {"policy_source": "policy"}
 # The config group ``algo`` holds steering and value learners, each command takes only its own kind;
@@ -238,11 +241,11 @@ def problems(config_name: str, args: list[str], require: bool = True) -> DictCon
 
         for key, raw in checked:
             default = OmegaConf.select(base, key, throw_on_missing=False)
-            _check_value(key, raw, default, yaml.safe_load(raw) if raw else None)
+            _check_value(key, raw, default, yaml.safe_load(raw) if raw else None, config_name)
         raise CliError(_first_line(err)) from err
     for key, raw in checked:
         default = OmegaConf.select(base, key, throw_on_missing=False)
-        _check_value(key, raw, default, OmegaConf.select(cfg, key))
+        _check_value(key, raw, default, OmegaConf.select(cfg, key), config_name)
     check_choices(config_name, cfg)
     missing = [k for k in OmegaConf.missing_keys(cfg) if not k.startswith("safety.")]
     if missing and require:
@@ -304,8 +307,13 @@ def check_choices(config_name: str, cfg: DictConfig) -> None:
         )
 
 
-def _check_value(key: str, raw: str, default: Any, value: Any) -> None:
-    """The override's type is the default's; counts are at least one."""
+def _check_value(key: str, raw: str, default: Any, value: Any, config_name: str = "") -> None:
+    """The override's type is the default's; counts are at least one; a number-or-word key holds one."""
+    if (word := NUMBER_OR_WORD.get((config_name, key))) is not None:
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if value != word and not (number and math.isfinite(value) and value >= 0):
+            raise CliError(f"{key}={raw}: expected a number >= 0 or {word} (default {default})")
+        return
     if value is None:  # null: the setting's "off" / "automatic" (grad_clip_norm=null, max_minutes=null)
         ok, want = True, ""
     elif isinstance(default, bool):

@@ -123,6 +123,9 @@ def register_resolvers() -> None:
 EVAL_SOURCES = ("checkpoint", "expert", "replay")
 
 
+# robosteer-train keys that take a number or one word: {key: word} (typed Any here; cli.py checks the value)
+TRAIN_NUMBER_OR_WORD = {"action_noise_std": "auto"}  # auto: policies/train/auto_noise.py chooses σ
+
 # robosteer-train's nested groups of TrainConfig's flat fields: {group: {key: TrainConfig field}}
 TRAIN_GROUPS = {"optim": {"lr": "lr", "weight_decay": "weight_decay"}, "ema": {"enable": "ema"}}
 # TrainConfig fields the command line leaves at the dataclass's value (the Python API sets them): the
@@ -214,7 +217,8 @@ def train_schema() -> type:
     defaults = TrainConfig()
 
     def spec(key: str, name: str) -> tuple[str, Any, Any]:
-        return _field_spec(key, hints[name], getattr(defaults, name))
+        kind = Any if name in TRAIN_NUMBER_OR_WORD else hints[name]
+        return _field_spec(key, kind, getattr(defaults, name))
 
     grouped = {name for group in TRAIN_GROUPS.values() for name in group.values()}
     top = [

@@ -166,6 +166,7 @@ def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
     """DSRL-NA / DSRL-SAC over the base's latent noise (offline demos: NA's critic only)."""
     from robosteer.policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
     from robosteer.policies.steering.obs_spec import ObsSpec
+    from robosteer.policies.steering.steerability import executed_rows
 
     cfg = s.cfg
     if s.offline_path is not None and cfg.variant != "na":
@@ -178,7 +179,7 @@ def build_dsrl(s: Steering) -> tuple[Any, dict[str, Any] | None, Callable[..., d
     agent = DSRL.from_spec(
         s.base,
         spec,
-        slice(s.to - 1, s.to - 1 + s.ta),
+        executed_rows(s.base),
         DSRLConfig(variant=str(cfg.variant), **values),
         device=s.device,
         embedding=s.embedding,
@@ -234,12 +235,40 @@ def offline_path(cfg: DictConfig, algo: str, ckpt_dir: Path | None) -> str | Non
     return str(paths[0])
 
 
+def retrain_command(record: dict[str, Any], base: str) -> str | None:
+    """The robosteer-train line that rebuilds ``base`` from its checkpoint's ``record`` (dataset, policy,
+    backbone, inputs, steps, task, seed) with ``action_noise_std=auto``; None without one recorded dataset."""
+    import shlex
+
+    paths = record.get("dataset")
+    paths = [paths] if isinstance(paths, str) else list(paths or [])
+    policy, steps = (record.get("policy") or {}).get("name"), (record.get("train") or {}).get("steps")
+    if len(paths) != 1 or policy is None or steps is None:
+        return None
+    run = record.get("run") or {}
+    backbone = (run.get("policy") or {}).get("backbone", "mlp")
+    keys = list(record.get("obs_keys") or ["state"])
+    cams = [k.removeprefix("image/") for k in keys if k.startswith("image/")]
+    obs = {"proprio": "pixels", "state": "state+image"}.get(keys[0], "image") if cams else None
+    args = [f"policy={policy}", *([f"backbone={backbone}"] if backbone != "mlp" else [])]
+    args += [f"obs={obs}", f"cameras=[{','.join(cams)}]"] if obs else []
+    args += [f"dataset={paths[0]}", f"steps={steps}", "action_noise_std=auto"]
+    args += [f"task={record['task']}"] if record.get("task") else []
+    args += [f"seed={run['seed']}"] if run.get("seed") else []
+    return shlex.join(["robosteer-train", *args, f"out={base.rstrip('/')}_auto"])
+
+
 def steerability(
-    s: Steering, agent: Any, offline: dict[str, Any] | None, evaluate: Callable[..., dict[str, Any]]
+    s: Steering,
+    agent: Any,
+    offline: dict[str, Any] | None,
+    evaluate: Callable[..., dict[str, Any]],
+    ckpt_dir: Path | None = None,
 ) -> Any:
     """Measure how far the base's executed chunk moves with DSRL's latent (policies/steering/steerability.py)
     at ``steerability.states`` states (the offline data's, else the task's initial states), and ``evaluate``
-    the base held at ``steerability.directions`` fixed latents; log the verdict."""
+    the base held at ``steerability.directions`` fixed latents; log the verdict, and short of steerable the
+    command that retrains this base (``ckpt_dir``'s record) with the augmentation the check chooses."""
     import torch
 
     from robosteer.policies.rng import get_rng_state, set_rng_state
@@ -265,7 +294,14 @@ def steerability(
             check = dataclasses.replace(check, direction_success=tuple(success))
     finally:
         set_rng_state(saved)
-    (log.info if check.verdict == "steerable" else log.warning)("%s", check.line())
+    if check.verdict == "steerable":
+        log.info("%s", check.line())
+        return check
+    from robosteer.policies.checkpoint import read_checkpoint_config
+    from robosteer.policies.steering.steerability import ADVICE, RETRAIN
+
+    command = retrain_command(read_checkpoint_config(ckpt_dir), str(s.cfg.base)) if ckpt_dir else None
+    log.warning("%s", check.line(RETRAIN.format(command=command) if command else ADVICE))
     return check
 
 
@@ -442,7 +478,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     eval_fn = evaluator(cfg, steering, run_cfg.eval_episodes)
     check = None
     if algo == "dsrl" and cfg.base != SCRATCH:  # before an hour of training: is there anything to steer?
-        check = steerability(steering, agent, offline, eval_fn)
+        check = steerability(steering, agent, offline, eval_fn, loaded.ckpt_dir)
         if cfg.check_only:
             verdict = {"check_only": True, "steerability": check.as_dict()}
             return {"algo": algo, "task": task, "offline": offline_file, **verdict}
@@ -476,6 +512,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         )
     metrics |= {"algo": algo, "task": task, "base_hash": base_hash, "offline": offline_file}
     metrics["base_success_rate"] = base_metrics["success_rate"] if base_metrics else None
+    metrics |= lift(metrics["base_success_rate"], metrics.get("success_rate"))
     metrics["offline_transitions"] = 0 if offline is None else len(offline["reward"])
     metrics["steerability"] = check.as_dict() if check is not None else None
     if metrics["history"]:
@@ -484,6 +521,15 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             metrics["history"], run_dir / "plots" / "learning_curve.png", f"{title} on {task}"
         )
     return metrics
+
+
+def lift(base: float | None, final: float | None) -> dict[str, float | None]:
+    """``lift`` = final - base, and ``failures_removed`` = (final - base) / (1 - base), the share of the base's
+    failures steering removed, so tasks whose bases start at different success compare (None: no base figure,
+    or a base that never fails)."""
+    if base is None or final is None:
+        return {"lift": None, "failures_removed": None}
+    return {"lift": final - base, "failures_removed": None if base >= 1.0 else (final - base) / (1.0 - base)}
 
 
 def build_steering(cfg: DictConfig, algo: str, loaded: LoadedBase, device: Any) -> Steering:
@@ -534,6 +580,10 @@ def _main(cfg: DictConfig) -> None:
             "base success": metrics["base_success_rate"],
             initial: metrics["initial_success_rate"],
             "steered success": metrics["success_rate"],
+            "lift": "-" if metrics.get("lift") is None else metrics["lift"],
+            "failures removed": "-"
+            if metrics.get("failures_removed") is None
+            else metrics["failures_removed"],
             "wall s": metrics["wall_time_s"],
         }
         if check := metrics.get("steerability"):  # DSRL over a base policy only

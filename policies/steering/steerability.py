@@ -12,6 +12,7 @@ latents at a sample of states and compares two spreads of the executed chunk (st
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -23,8 +24,14 @@ THRESHOLDS = {"weak": 0.25, "steerable": 0.5}
 
 ADVICE = (
     "its executed chunk hardly depends on the latent, so DSRL has nothing to choose among: retrain the base "
-    "on the same demos with robosteer-train action_noise_std=0.3, or on demos collected with action noise "
-    "(robosteer-collect action_noise_std=0.3, failures kept), or steer another base"
+    "on the same demos with robosteer-train action_noise_std=auto (the smallest augmentation this check calls "
+    "steerable), or on demos collected with action noise (robosteer-collect action_noise_std=0.3, failures "
+    "kept), or steer another base"
+)
+# The advice when the base's own training command is known (its checkpoint's record): that command, fixed.
+RETRAIN = (
+    "its executed chunk hardly depends on the latent, so DSRL has nothing to choose among: retrain it with "
+    "the augmentation this check chooses: {command}"
 )
 
 
@@ -41,8 +48,8 @@ class Steerability:
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "direction_success": list(self.direction_success)}
 
-    def line(self) -> str:
-        """One line for the console and the run's log."""
+    def line(self, advice: str = ADVICE) -> str:
+        """One line for the console and the run's log (``advice`` follows a verdict short of steerable)."""
         text = (
             f"steerability: executed-chunk std over latents {self.over_noise:.3f} vs over states "
             f"{self.over_states:.3f} (ratio {self.ratio:.2f}, {self.states} states x {self.latents} latents)"
@@ -51,7 +58,32 @@ class Steerability:
             rates = ", ".join(f"{x:.2f}" for x in self.direction_success)
             text += f", success at {len(self.direction_success)} fixed latents: {rates}"
         text += f": {self.verdict}"
-        return text if self.verdict == "steerable" else f"{text}: {ADVICE}"
+        return text if self.verdict == "steerable" else f"{text}: {advice}"
+
+
+def executed_rows(base: Any) -> slice:
+    """The rows of the base's (Tp, Da) chunk the env executes: Ta of them from the last observed step
+    (diffusion_policy's convention; DSRL's ``exec_slice``)."""
+    to, ta = int(base.config.n_obs_steps), int(base.config.n_action_steps)
+    return slice(to - 1, to - 1 + ta)
+
+
+class BaseDecoder:
+    """What :func:`measure` reads of DSRL (``latent_dim``, ``decode``, ``device``) over a bare base: robosteer-train
+    checks the base it is training without building DSRL's networks or any environment."""
+
+    def __init__(self, base: Any) -> None:
+        self.base, self.exec_slice = base, executed_rows(base)
+        self.noise_shape = tuple(base.noise_shape)  # (Tp, Da)
+        self.latent_dim = math.prod(self.noise_shape)
+        weight = next(base.parameters(), None) if isinstance(base, torch.nn.Module) else None
+        self.device = weight.device if weight is not None else torch.device("cpu")
+
+    @torch.no_grad()
+    def decode(self, obs: dict[str, torch.Tensor], latent: torch.Tensor) -> torch.Tensor:
+        """Executed chunk (B, Ta, Da) for latent (B, latent_dim), as :meth:`DSRL.decode` gives it."""
+        noise = latent.reshape(latent.shape[0], *self.noise_shape)
+        return torch.as_tensor(self.base.sample(obs, noise=noise))[:, self.exec_slice]
 
 
 class FixedLatentPlanner:

@@ -54,7 +54,9 @@ class TrainConfig:
     grad_clip_norm: float | None = 10.0  # None or <= 0: no clipping (the norm is still logged)
     # ours: std of i.i.d. N(0, σ²) noise added to every demonstrated action of a batch (env units), clipped to
     # the demos' action range. Clean demos give a base whose chunk hardly depends on its noise, which leaves
-    # DSRL nothing to steer; noisy targets spread it (0: off)
+    # DSRL nothing to steer; noisy targets spread it (0: off). robosteer-train also takes auto: the smallest of
+    # 0, 0.1, 0.2, 0.3, 0.5 whose 1000-step probe the steerability check calls steerable, the run then
+    # finished at it; at most 4000 extra steps (policies/train/auto_noise.py)
     action_noise_std: float = 0.0
     ema: bool = True  # evaluation and the 'ema'/'best' weights use the moving average
     ema_power: float = 0.75

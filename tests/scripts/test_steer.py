@@ -100,7 +100,13 @@ def test_steer_cli_na_with_offline_demos_then_eval_the_steered_policy(setup):
     assert m["history"][0]["env_steps"] == 0.0 and len(m["history"]) >= 2
     assert (run / "plots" / "learning_curve.png").stat().st_size > 1000
     assert any((run / "tb").iterdir())
-    assert "steered success" in p.stdout
+    assert "steered success" in p.stdout and "failures removed" in p.stdout
+    assert m["lift"] == pytest.approx(m["success_rate"] - m["base_success_rate"])
+    # the share of the base's failures removed (None: a base that never fails)
+    if m["base_success_rate"] < 1.0:
+        assert m["failures_removed"] == pytest.approx(m["lift"] / (1 - m["base_success_rate"]))
+    else:
+        assert m["failures_removed"] is None
     assert m["steerability"]["states"] == min(128, m["offline_transitions"])  # checked before training
     assert m["steerability"]["ratio"] > 0
     best = json.loads((run / "checkpoints" / "best" / "config.json").read_text())
