@@ -63,6 +63,8 @@ DEFAULT_STATE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) /
 # exercise it, chosen by reading them (paths relative to the repository root).
 TESTS: dict[str, list[str]] = {
     "policies/rl/replay.py": ["tests/policies/rl"],
+    # NormalizedCritic (in critic.py) is the offline critic: the value tests exercise it too.
+    "policies/rl/critic.py": ["tests/policies/rl", "tests/policies/value/test_critic.py"],
     "policies/acting.py": [
         "tests/test_composition.py",
         "tests/policies/test_diffusion_policy.py",
