@@ -78,4 +78,39 @@ EQUIVALENTS: list[dict[str, str]] = [
         "why": "u, mu and std are always (B, Da) (distribution flattens the observation to (B, F)), so the "
         "last axis is axis 1.",
     },
+    # ------------------------------------------------------------------------------ policies/rl/critic.py
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-    x = torch.cat([obs.flatten(1), action.flatten(1)], dim=-1)  # (B, Do + Da)
++    x = torch.cat([obs.flatten(1), action.flatten(1)], dim=+1)  # (B, Do + Da)
+""",
+        "why": "both parts are flattened to (B, ·) first, so the last axis is axis 1.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-        q = q[_random_heads(q.shape[0], subset, generator).to(q.device)]
++        q = q[_random_heads(q.shape[0], subset, generator).to(None)]
+""",
+        "why": "CPU-only host: the head indices stay on the generator's device; a CPU index tensor indexes "
+        "a tensor on any device, so only a CUDA generator with CPU Q values could show it.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-        heads = _random_heads(self.num_critics, subset, generator).to(obs.device)
++        heads = _random_heads(self.num_critics, subset, generator).to(None)
+""",
+        "why": "CPU-only host: as above, the indices stay on the generator's device (the CPU here).",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-    where = generator.device if generator is not None else torch.device("cpu")
++    where = generator.device if (generator is not None) and False else torch.device("cpu")
+""",
+        "why": "CPU-only host: every generator is a CPU one; only a CUDA generator (refused by randperm on "
+        "the CPU) could show it.",
+    },
 ]
