@@ -63,6 +63,10 @@ DEFAULT_STATE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) /
 # exercise it, chosen by reading them (paths relative to the repository root).
 TESTS: dict[str, list[str]] = {
     "policies/rl/replay.py": ["tests/policies/rl"],
+    # test_actor.py / test_nets.py pin what mutation found; the blocks' and targets' tests cover them too.
+    "policies/rl/actor.py": ["tests/policies/rl"],
+    "policies/rl/nets.py": ["tests/policies/rl"],
+    "policies/rl/temperature.py": ["tests/policies/rl"],
     # NormalizedCritic (in critic.py) is the offline critic: the value tests exercise it too.
     "policies/rl/critic.py": ["tests/policies/rl", "tests/policies/value/test_critic.py"],
     "policies/acting.py": [
