@@ -62,7 +62,62 @@ def _indexed_noise(b: int, k: int, horizon: int = 4, action_dim: int = 2) -> tor
 
 
 def _obs(b: int) -> dict:
-    return {"state": torch.zeros(b, 2, 3)}
+    """Windows (B, 2, 3) whose rows differ (row b holds b + 0.01·step), so a row mix-up changes what is seen."""
+    return {
+        "state": torch.arange(b, dtype=torch.float32).view(b, 1, 1) + 0.01 * torch.arange(6.0).view(1, 2, 3)
+    }
+
+
+class RowClient(Client):
+    """A black box whose chunk depends on the observation: candidate n is ``10·state[n, -1, 0] + noise[n]``;
+    it records every observation batch it was given."""
+
+    def __init__(self, horizon: int = 4, action_dim: int = 2) -> None:
+        super().__init__(horizon, action_dim)
+        self.seen: list[dict] = []
+
+    def sample(self, obs: dict, noise: torch.Tensor | None = None) -> torch.Tensor:
+        self.seen.append({k: torch.as_tensor(v).clone() for k, v in obs.items()})
+        base = super().sample(obs, noise)
+        return base + 10 * torch.as_tensor(obs["state"])[:, -1, 0].view(-1, 1, 1)
+
+
+class RowQ:
+    """Q = −(a₀ − 10·s − best[task])²: each row's best candidate is set by its own observation and task id."""
+
+    action_steps = 1
+
+    def __init__(self, best: list[float]) -> None:
+        self.best = torch.tensor(best)
+        self.seen: list[tuple] = []
+
+    def score(self, obs: dict, action: torch.Tensor, task_id: object = None) -> torch.Tensor:
+        self.seen.append((obs["state"].clone(), torch.as_tensor(task_id).clone(), action.clone()))
+        goal = 10 * obs["state"][:, -1, 0] + self.best[torch.as_tensor(task_id)]
+        return -((action[:, 0, 0] - goal) ** 2)
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.01])
+def test_each_row_gets_its_own_candidates_scores_and_choice(beta: float) -> None:
+    """B = 3 rows with different observations and task ids, K = 4: the policy and the critic see every row's
+    observation K times in a row (candidate-major), candidate k of row b comes from noise[b, k], and row b
+    executes its own best candidate (by hand: 10·b + best[task_b])."""
+    b, k = 3, 4
+    obs = {"state": torch.arange(b, dtype=torch.float32).view(b, 1, 1).expand(b, 1, 2).clone()}
+    obs["task_id"] = torch.tensor([2, 0, 1])
+    client, critic = RowClient(), RowQ([1.0, 2.0, 3.0])
+    steered = VGPSPolicy(client, critic, samples=k, temperature=beta, n_obs_steps=1, n_action_steps=2)
+    chosen = steered.sample(obs, _indexed_noise(b, k))
+    assert chosen[:, :, 0].tolist() == [[3.0] * 4, [11.0] * 4, [22.0] * 4]  # row 0: task 2 → k = 3, ...
+    (seen,) = client.seen
+    assert seen["state"][:, 0, 0].tolist() == [0.0] * 4 + [1.0] * 4 + [2.0] * 4
+    assert seen["task_id"].tolist() == [2] * 4 + [0] * 4 + [1] * 4
+    ((states, task_ids, actions),) = critic.seen
+    assert states[:, 0, 0].tolist() == seen["state"][:, 0, 0].tolist()
+    assert task_ids.tolist() == [2] * 4 + [0] * 4 + [1] * 4
+    assert actions[:, 0, 0].tolist() == [10.0 * r + c for r in range(b) for c in range(k)]
+    want_q = [-(((10.0 * r + c) - (10.0 * r + [3, 1, 2][r])) ** 2) for r in range(b) for c in range(k)]
+    assert steered.last_q.flatten().tolist() == want_q
 
 
 def test_k1_is_exactly_the_base_policy_and_never_calls_the_critic(shape_meta, stats) -> None:
