@@ -70,6 +70,7 @@ TESTS: dict[str, list[str]] = {
     # NormalizedCritic (in critic.py) is the offline critic: the value tests exercise it too.
     "policies/rl/critic.py": ["tests/policies/rl", "tests/policies/value/test_critic.py"],
     "policies/acting.py": [
+        "tests/policies/test_acting.py",
         "tests/test_composition.py",
         "tests/policies/test_diffusion_policy.py",
         "tests/policies/test_streaming_policy.py",
