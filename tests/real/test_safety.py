@@ -197,3 +197,86 @@ def test_non_numeric_actions_and_nan_limits_are_refused() -> None:
         SafetyConfig.from_dict({"workspace_low": [0, np.nan, 0], "workspace_high": [1, 1, 1]})
     with pytest.raises(ValueError, match="delta_scale"):
         SafetyConfig.from_dict({"delta_scale": 0.0})
+
+
+# ---------------------------------------------------------------- limits and boundaries by hand
+def test_watchdog_boundaries_are_inclusive_and_the_clock_starts_at_the_first_tick() -> None:
+    f = make(hold_after_s=0.25, stop_after_s=0.5)
+    assert f.watchdog(now=50.0) == "ok" and f.last_fresh_time == 50.0  # no command yet: the clock starts
+    assert f.watchdog(now=50.2499) == "ok"
+    assert f.watchdog(now=50.25) == "hold" and f.events[-1].time == 50.25
+    assert f.watchdog(now=50.5) == "stop" and f.stopped and f.counts == {"hold": 1, "stop": 1}
+    g = make(hold_after_s=0.25, stop_after_s=0.25)  # equal thresholds are allowed: stop at once
+    g.filter([0.0] * 4, None, now=1.0)
+    assert g.watchdog(now=1.25) == "stop"
+
+
+def test_per_dim_delta_velocity_at_the_limit_and_event_times() -> None:
+    f = make(max_delta=[0.1, 0.2, 0.3, 0.4])
+    f.filter([0.0, 0.0, 0.0, 0.0], None, now=3.0)
+    out = f.filter([1.0, -1.0, 0.05, -1.0], None, now=4.0)
+    np.testing.assert_allclose(out, [0.1, -0.2, 0.05, -0.4])
+    assert [(e.kind, e.time) for e in f.events] == [("delta", 4.0)]
+    assert f.events[-1].to_dict() == {"kind": "delta", "time": 4.0, "detail": f.events[-1].detail}
+    g = make(max_velocity=0.5)
+    out = g.filter([0.0, 0.5, 0.0, 0.0], None)  # |delta| = 0.5 exactly: not scaled
+    np.testing.assert_allclose(out, [0.0, 0.5, 0.0, 0.0])
+    assert "velocity" not in g.counts
+    out = g.filter([0.0, 0.0, 0.75, 1.0], None)
+    np.testing.assert_allclose(out, [0.0, 0.0, 0.5, 1.0])
+    assert g.counts == {"velocity": 1}
+
+
+def test_workspace_floor_and_scale_by_hand_on_other_pos_dims() -> None:
+    """pos_dims [1, 2, 3] move the position; command range = (box − pos) / delta_scale, 0 outside the box."""
+    f = SafetyFilter(
+        SafetyConfig.from_dict(
+            {
+                "pos_dims": [1, 2, 3],
+                "delta_scale": 0.02,
+                "workspace_low": [0.0, 0.0, 0.1],
+                "workspace_high": [1.0, 1.0, 0.5],
+            }
+        ),
+        action_dim=4,
+        dt=0.1,
+    )
+    out = f.filter([9.0, -1.0, 1.0, -1.0], obs_at([0.005, 0.99, 0.11]))
+    np.testing.assert_allclose(out, [9.0, -0.25, 0.5, -0.5], atol=1e-5)  # dim 0: not a position dim
+    out = f.filter([0.0, 1.0, -1.0, 1.0], obs_at([1.5, 0.5, 0.2]))  # x above the box: only inward
+    np.testing.assert_allclose(out, [0.0, 0.0, -1.0, 1.0], atol=1e-5)
+
+
+def test_absolute_hold_and_velocity_with_a_longer_position() -> None:
+    cfg = SafetyConfig.from_dict(
+        {"kind": "absolute", "max_velocity": 2.0, "position_slice": [0, 3], "gripper_index": 3}
+    )
+    f = SafetyFilter(cfg, action_dim=4, dt=0.05)
+    out = f.filter([1.0, -1.0, 0.2, 0.8], obs_at([0.0, 0.5, 0.1]))
+    np.testing.assert_allclose(out, [0.1, 0.4, 0.2, 0.8])  # within 2 · 0.05 of each joint; gripper free
+    held = f.hold(obs_at([0.3, -0.2, 0.1]))
+    np.testing.assert_allclose(held, [0.3, -0.2, 0.1, 0.8])  # the measured joints, the last gripper
+
+
+def test_config_validation_boundaries() -> None:
+    for bad in (
+        {"hold_after_s": 0.0},
+        {"delta_scale": 0.0},
+        {"delta_scale": float("inf")},
+        {"kind": "velocity"},
+        {"workspace_low": [0.0, 0.0, 0.0]},
+        {"command_high": [1.0]},
+        {"max_delta": [0.1, float("nan")]},
+        {"gripper_high": float("nan")},
+    ):
+        with pytest.raises(ValueError):
+            SafetyConfig.from_dict(bad)
+    cfg = SafetyConfig.from_dict({"pos_dims": (0, 1), "hold_after_s": 1.0, "stop_after_s": 1.0})
+    assert cfg.pos_dims == [0, 1] and SafetyConfig.from_dict(None) == SafetyConfig()
+
+
+def test_non_finite_time_uses_the_wall_clock() -> None:
+    f = make()
+    before = time.time()
+    f.filter([0.0] * 4, None, now=float("nan"))
+    assert f.counts == {"nan": 1} and before <= f.last_fresh_time <= time.time()
