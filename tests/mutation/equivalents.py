@@ -113,4 +113,46 @@ EQUIVALENTS: list[dict[str, str]] = [
         "why": "CPU-only host: every generator is a CPU one; only a CUDA generator (refused by randperm on "
         "the CPU) could show it.",
     },
+    # -------------------------------------------------------------------------------------- sim/chunking.py
+    {
+        "module": "sim/chunking.py",
+        "diff": """
+-    terminated = truncated = False
++    terminated = truncated = None
+""",
+        "why": "the chunk is at least 1 (refused in __init__ otherwise), so the loop runs and assigns both "
+        "before they are read.",
+    },
+    {
+        "module": "sim/chunking.py",
+        "diff": """
+-    terminated = truncated = False
++    terminated = truncated = True
+""",
+        "why": "as above: overwritten by the first executed step before they are read.",
+    },
+    {
+        "module": "sim/chunking.py",
+        "diff": """
+-    lazy = self.render_last is not None and bool(getattr(base, "cameras", ()))
++    lazy = self.render_last is not None and bool(getattr(base, "cameras", None))
+""",
+        "why": "bool(None) and bool(()) are both False: an env without cameras is never lazy either way.",
+    },
+    {
+        "module": "sim/chunking.py",
+        "diff": """
+-        step_success[t] = bool(info.get("success", False))
++        step_success[t] = bool(info.get("success", None))
+""",
+        "why": "bool(None) is False, as bool(False).",
+    },
+    {
+        "module": "sim/chunking.py",
+        "diff": """
+-        step_success[t] = bool(info.get("success", False))
++        step_success[t] = bool(info.get("success", ))
+""",
+        "why": "dict.get's default is None, and bool(None) is False, as bool(False).",
+    },
 ]

@@ -130,3 +130,21 @@ def test_lazy_rendering_only_where_the_policy_reads(cameras, render_last, steps_
     inner = _Recorder(cameras=cameras, steps_left=steps_left)
     ActionChunkWrapper(inner, 4, render_last=render_last).step(_chunk(4))
     assert inner.rendered == want and inner.render_images is True  # rendering is back on after the chunk
+
+
+class _Bare(gym.Env):
+    """A float64 env with neither ``cameras`` nor a ``success`` info key."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float64)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float64)
+
+    def step(self, action):
+        return np.zeros(1), 1.0, False, False, {}
+
+
+def test_chunk_keeps_the_inner_dtype_and_reads_missing_keys_as_false() -> None:
+    env = ActionChunkWrapper(_Bare(), 2, render_last=1)  # render_last without cameras: nothing to skip
+    assert env.action_space.dtype == np.float64
+    _, reward, _, _, info = env.step(np.zeros((2, 1)))
+    assert reward == 2.0 and info["success"] is False
+    assert info["step_success"].dtype == bool and info["step_success"].tolist() == [False, False]
