@@ -155,4 +155,14 @@ EQUIVALENTS: list[dict[str, str]] = [
 """,
         "why": "dict.get's default is None, and bool(None) is False, as bool(False).",
     },
+    # --------------------------------------------------------------------------------------- sim/history.py
+    {
+        "module": "sim/history.py",
+        "diff": """
+-    self._window: dict[str, deque] = {}
++    self._window: dict[str, deque] = None
+""",
+        "why": "reset() replaces it before any read; a step before reset fails either way (KeyError on the "
+        "empty dict, TypeError on None), as gymnasium requires a reset first.",
+    },
 ]
