@@ -165,4 +165,45 @@ EQUIVALENTS: list[dict[str, str]] = [
         "why": "reset() replaces it before any read; a step before reset fails either way (KeyError on the "
         "empty dict, TypeError on None), as gymnasium requires a reset first.",
     },
+    # -------------------------------------------------------------------------------- policies/normalizer.py
+    {
+        "module": "policies/normalizer.py",
+        "diff": """
+-        lo = torch.as_tensor(np.asarray(stats[key]["min"], dtype=np.float64)).reshape(-1)
++        lo = torch.as_tensor(np.asarray(stats[key]["min"], dtype=None)).reshape(-1)
+""",
+        "why": "one bound alone leaves float64: the other is still float64, torch promotes float32 (or int) "
+        "with float64 to float64 and float32 → float64 is exact, so range, scale and offset are the same "
+        "float64 values before the final cast.",
+    },
+    {
+        "module": "policies/normalizer.py",
+        "diff": """
+-        lo = torch.as_tensor(np.asarray(stats[key]["min"], dtype=np.float64)).reshape(-1)
++        lo = torch.as_tensor(np.asarray(stats[key]["min"], )).reshape(-1)
+""",
+        "why": "one bound alone leaves float64: the other is still float64, torch promotes float32 (or int) "
+        "with float64 to float64 and float32 → float64 is exact, so range, scale and offset are the same "
+        "float64 values before the final cast.",
+    },
+    {
+        "module": "policies/normalizer.py",
+        "diff": """
+-        hi = torch.as_tensor(np.asarray(stats[key]["max"], dtype=np.float64)).reshape(-1)
++        hi = torch.as_tensor(np.asarray(stats[key]["max"], dtype=None)).reshape(-1)
+""",
+        "why": "one bound alone leaves float64: the other is still float64, torch promotes float32 (or int) "
+        "with float64 to float64 and float32 → float64 is exact, so range, scale and offset are the same "
+        "float64 values before the final cast.",
+    },
+    {
+        "module": "policies/normalizer.py",
+        "diff": """
+-        hi = torch.as_tensor(np.asarray(stats[key]["max"], dtype=np.float64)).reshape(-1)
++        hi = torch.as_tensor(np.asarray(stats[key]["max"], )).reshape(-1)
+""",
+        "why": "one bound alone leaves float64: the other is still float64, torch promotes float32 (or int) "
+        "with float64 to float64 and float32 → float64 is exact, so range, scale and offset are the same "
+        "float64 values before the final cast.",
+    },
 ]

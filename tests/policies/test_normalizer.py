@@ -161,6 +161,7 @@ def test_refusals_and_fitting_state() -> None:
     assert sorted(empty.state_dict()) == sorted(
         f"affine.{k}.{b}" for k in ("state", "goal_pos", "action") for b in ("scale", "offset", "fitted")
     )
+    assert all(v.dtype == torch.bool for k, v in empty.state_dict().items() if k.endswith("fitted"))
     empty.load_state_dict(Normalizer(META2, STATS2).state_dict())  # loading marks every key fitted
     assert empty.fitted
     torch.testing.assert_close(empty.normalize("state", torch.tensor([[0.0, 2.0, 15.0]])), torch.zeros(1, 3))
