@@ -206,4 +206,77 @@ EQUIVALENTS: list[dict[str, str]] = [
         "with float64 to float64 and float32 → float64 is exact, so range, scale and offset are the same "
         "float64 values before the final cast.",
     },
+    # ------------------------------------------------------------------------------------- real/safety.py
+    {
+        "module": "real/safety.py",
+        "diff": """
+-        dims = np.asarray(c.pos_dims, dtype=int)
++        dims = np.asarray(c.pos_dims, dtype=None)
+""",
+        "why": "pos_dims is a list of ints (SafetyConfig's type; YAML gives ints): np.asarray of it is already an int array.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-        dims = np.asarray(c.pos_dims, dtype=int)
++        dims = np.asarray(c.pos_dims, )
+""",
+        "why": "pos_dims is a list of ints (SafetyConfig's type; YAML gives ints): np.asarray of it is already an int array.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    dims = np.asarray(c.pos_dims, dtype=int)
++    dims = np.asarray(c.pos_dims, dtype=None)
+""",
+        "why": "pos_dims is a list of ints (SafetyConfig's type; YAML gives ints): np.asarray of it is already an int array.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    dims = np.asarray(c.pos_dims, dtype=int)
++    dims = np.asarray(c.pos_dims, )
+""",
+        "why": "pos_dims is a list of ints (SafetyConfig's type; YAML gives ints): np.asarray of it is already an int array.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    lo = np.minimum((wlo - pos) / c.delta_scale, 0.0)
++    lo = np.minimum((wlo - pos) / c.delta_scale, 1.0)
+""",
+        "why": "the bounds differ only where wlo - pos > 0, i.e. pos < wlo, and there the next line sets lo to 0.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    lo = np.where(pos < wlo, 0.0, lo)
++    lo = np.where(None, 0.0, lo)
+""",
+        "why": "where pos < wlo, (wlo - pos) / scale > 0, so np.minimum(.., 0.0) already made lo 0: the line is a second statement of the same bound.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    lo = np.where(pos < wlo, 0.0, lo)
++    lo = np.where(pos <= wlo, 0.0, lo)
+""",
+        "why": "at pos == wlo, np.minimum(0 / scale, 0.0) is already 0.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    hi = np.where(pos > whi, 0.0, hi)
++    hi = np.where(None, 0.0, hi)
+""",
+        "why": "where pos > whi, (whi - pos) / scale < 0, so np.maximum(.., 0.0) already made hi 0.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    hi = np.where(pos > whi, 0.0, hi)
++    hi = np.where(pos >= whi, 0.0, hi)
+""",
+        "why": "at pos == whi, np.maximum(0 / scale, 0.0) is already 0.",
+    },
 ]

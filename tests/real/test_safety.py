@@ -280,3 +280,60 @@ def test_non_finite_time_uses_the_wall_clock() -> None:
     before = time.time()
     f.filter([0.0] * 4, None, now=float("nan"))
     assert f.counts == {"nan": 1} and before <= f.last_fresh_time <= time.time()
+
+
+# ---------------------------------------------------------------- what every event records
+def test_events_record_kind_time_and_a_detail() -> None:
+    """Each intervention is logged with its kind, the command's time and a detail naming the values."""
+    f = make(max_velocity=0.5, workspace_low=[-0.5, 0.4, 0.05], workspace_high=[0.5, 1.0, 0.5])
+    f.filter([0.0, 0.0, 0.9, 0.0], obs_at([0.0, 0.6, 0.499]), now=10.0)  # velocity, then the ceiling
+    f.filter([np.nan, 0, 0, 0], obs_at([0.0, 0.6, 0.2]), now=11.0)
+    f.hold({"state": np.full(39, np.nan)})
+    assert f.watchdog(now=10.5) == "hold" and f.watchdog(now=11.0) == "stop"  # fresh: 10.0 (held: not fresh)
+    got = [(e.kind, e.time) for e in f.events]
+    assert got[:3] == [("velocity", 10.0), ("workspace", 10.0), ("nan", 11.0)]
+    assert [k for k, _ in got[3:]] == ["nan", "hold", "stop"] and got[4:] == [("hold", 10.5), ("stop", 11.0)]
+    for e, words in zip(
+        f.events, ("|delta| 0.9 > 0.5", "->", "non-finite action", "while holding", "holding", "stopped")
+    ):
+        assert isinstance(e.detail, str) and words in e.detail, (e.kind, e.detail)
+
+
+def test_disabled_filter_still_refuses_shapes_and_holds_nan_where_the_arm_is() -> None:
+    cfg = SafetyConfig.from_dict(
+        {"enabled": False, "kind": "absolute", "position_key": "q", "position_slice": [0, 2]}
+    )
+    f = SafetyFilter(cfg, action_dim=2, dt=0.1)
+    with pytest.raises(ValueError, match=r"expected \(2,\)"):
+        f.filter([0.1, 0.2, 0.3], {"q": np.array([0.0, 0.0])})
+    with pytest.raises(ValueError, match=r"expected \(2,\)"):
+        f.filter(None, {"q": np.array([0.0, 0.0])})
+    out = f.filter([np.nan, 0.0], {"q": np.array([0.4, -0.3])}, now=7.0)
+    np.testing.assert_allclose(out, [0.4, -0.3])  # absolute hold: the measured position
+    assert [(e.kind, e.time) for e in f.events] == [("nan", 7.0)] and "filter disabled" in f.events[0].detail
+
+
+def test_absolute_velocity_clip_is_a_velocity_event() -> None:
+    cfg = SafetyConfig.from_dict(
+        {"kind": "absolute", "max_velocity": 1.0, "position_key": "q", "position_slice": [0, 2]}
+    )
+    f = SafetyFilter(cfg, action_dim=2, dt=0.1)
+    f.filter([1.0, 0.0], {"q": np.array([0.0, 0.0])}, now=2.0)
+    assert f.counts == {"velocity": 1} and f.events[0].time == 2.0
+
+
+def test_estop_default_reason_and_watchdog_after_an_estop() -> None:
+    f = make()
+    calls: list[str] = []
+    f.add_estop_hook(calls.append)
+    f.estop()
+    assert calls == ["e-stop"] and f.events[-1].detail == "e-stop"
+    assert not f.stopped and f.watchdog(now=1.0) == "stop"  # the e-stop alone stops the watchdog
+
+
+def test_watchdog_without_a_time_reads_the_wall_clock() -> None:
+    f = make(hold_after_s=5.0, stop_after_s=10.0)
+    f.filter([0.0] * 4, None, now=time.time())
+    assert f.watchdog() == "ok"
+    f.last_fresh_time = time.time() - 6.0
+    assert f.watchdog() == "hold"
