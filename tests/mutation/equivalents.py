@@ -279,4 +279,28 @@ EQUIVALENTS: list[dict[str, str]] = [
 """,
         "why": "at pos == whi, np.maximum(0 / scale, 0.0) is already 0.",
     },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    if c.command_low is not None and c.command_high is not None:
++    if c.command_low is not None or c.command_high is not None:
+""",
+        "why": "SafetyConfig.validate (run by SafetyFilter.__init__) refuses one bound without the other, so both are None or neither is.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-        md = np.broadcast_to(np.asarray(c.max_delta, dtype=np.float64), out.shape)
++        md = np.broadcast_to(np.asarray(c.max_delta, dtype=None), out.shape)
+""",
+        "why": "max_delta is a number or a list of numbers; last_command (float64) ± md is float64 whatever md's numeric dtype, and an int converts exactly.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-        md = np.broadcast_to(np.asarray(c.max_delta, dtype=np.float64), out.shape)
++        md = np.broadcast_to(np.asarray(c.max_delta, ), out.shape)
+""",
+        "why": "as above: np.asarray's default dtype of a number or list of numbers gives the same float64 bounds.",
+    },
 ]

@@ -337,3 +337,23 @@ def test_watchdog_without_a_time_reads_the_wall_clock() -> None:
     assert f.watchdog() == "ok"
     f.last_fresh_time = time.time() - 6.0
     assert f.watchdog() == "hold"
+
+
+def test_clip_and_gripper_events_carry_time_and_values() -> None:
+    f = make(gripper_low=-0.5, gripper_high=0.5)
+    out = f.filter([2.0, 0.0, 0.0, 0.9], None, now=21.0)
+    np.testing.assert_allclose(out, [1.0, 0.0, 0.0, 0.5])
+    assert [(e.kind, e.time) for e in f.events] == [("clip", 21.0), ("gripper", 21.0)]
+    assert "2.0" in f.events[0].detail and f.events[1].detail == "gripper 0.9 -> 0.5"
+
+
+def test_workspace_applies_to_delta_control_with_a_known_position_only() -> None:
+    box = {"workspace_low": [-0.5, 0.4, 0.05], "workspace_high": [0.5, 1.0, 0.5]}
+    f = make(**box)
+    out = f.filter([1.0, 1.0, 1.0, 0.0], None)  # no observation: nothing to bound against
+    np.testing.assert_allclose(out, [1.0, 1.0, 1.0, 0.0])
+    cfg = SafetyConfig.from_dict({"kind": "absolute", **box})
+    g = SafetyFilter(cfg, action_dim=4, dt=0.1)
+    out = g.filter([0.9, 0.9, 0.9, 0.0], obs_at([0.9, 0.9, 0.9]))  # absolute targets: no workspace box
+    np.testing.assert_allclose(out, [0.9, 0.9, 0.9, 0.0])
+    assert not f.events and not g.events
