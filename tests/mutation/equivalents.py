@@ -303,4 +303,52 @@ EQUIVALENTS: list[dict[str, str]] = [
 """,
         "why": "as above: np.asarray's default dtype of a number or list of numbers gives the same float64 bounds.",
     },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-        return np.asarray(action, dtype=np.float64).reshape(-1)
++        return np.asarray(action, dtype=np.float64).reshape(-2)
+""",
+        "why": "numpy reads any negative size in reshape as the one unknown dimension: reshape(-2) is reshape(-1).",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    return np.asarray(obs[c.position_key], dtype=np.float64).reshape(-1)[lo:hi]
++    return np.asarray(obs[c.position_key], dtype=np.float64).reshape(-2)[lo:hi]
+""",
+        "why": "numpy reads any negative size in reshape as the one unknown dimension: reshape(-2) is reshape(-1).",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-            near = difflib.get_close_matches(key, sorted(names), n=1)
++            near = difflib.get_close_matches(key, sorted(names), )
+""",
+        "why": "only near[0], the best match, is read; more candidates (n=3 by default) leave it the same.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-            near = difflib.get_close_matches(key, sorted(names), n=1)
++            near = difflib.get_close_matches(key, sorted(names), n=2)
+""",
+        "why": "only near[0], the best match, is read; a second candidate leaves it the same.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-            numbers += [float(v) for v in np.atleast_1d(np.asarray(value, dtype=np.float64))]
++            numbers += [float(v) for v in np.atleast_1d(np.asarray(value, dtype=None))]
+""",
+        "why": "every element goes through float() next: the same floats (and the same ValueError for text).",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-            numbers += [float(v) for v in np.atleast_1d(np.asarray(value, dtype=np.float64))]
++            numbers += [float(v) for v in np.atleast_1d(np.asarray(value, ))]
+""",
+        "why": "every element goes through float() next: the same floats (and the same ValueError for text).",
+    },
 ]

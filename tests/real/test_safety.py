@@ -357,3 +357,55 @@ def test_workspace_applies_to_delta_control_with_a_known_position_only() -> None
     out = g.filter([0.9, 0.9, 0.9, 0.0], obs_at([0.9, 0.9, 0.9]))  # absolute targets: no workspace box
     np.testing.assert_allclose(out, [0.9, 0.9, 0.9, 0.0])
     assert not f.events and not g.events
+
+
+def test_row_shaped_actions_and_positions_are_flattened_and_read_in_float64() -> None:
+    f = make(workspace_low=[-0.5, 0.4, 0.05], workspace_high=[0.5, 1.0, 0.5])
+    state = obs_at([0.0, 0.6, 0.495])["state"]  # float32, as robots report it
+    out = f.filter(np.array([[0.0, 0.0, 1.0, 0.0]]), {"state": state[None]})  # (1, A) and (1, D)
+    assert out.shape == (4,) and out[2] == (0.5 - float(state[2])) / 0.01  # computed in float64
+
+
+def test_event_details_and_times_by_hand() -> None:
+    f = make(command_high=[1.234567] * 4)
+    f.filter([2.0, 0.0, 0.0, 0.0], None, now=1.0)
+    assert f.events[-1].detail == "[2.0, 0.0, 0.0, 0.0] -> [1.2346, 0.0, 0.0, 0.0]"
+    f.filter([0.123456, 0.0, 0.0, 5.0], None, now=2.0)
+    assert f.events[-2].detail == "[0.1235, 0.0, 0.0, 5.0] -> [0.1235, 0.0, 0.0, 1.2346]"
+    assert f.events[-1].detail == "gripper 1.235 -> 1"  # then the gripper range (±1)
+    f.filter([0.1, 0.2], None, now=3.0)
+    assert (f.events[-1].kind, f.events[-1].time) == ("shape", 3.0)
+    assert f.events[-1].detail == "action shape (2,) != (4,): held"
+    before = time.time()
+    f.filter([0.0] * 4, None, now=float("inf"))
+    e = f.events[-1]
+    assert e.detail == "non-finite time inf: the wall clock is used" and before <= e.time <= time.time()
+    f.hold({"state": np.full(39, np.nan)})  # an event without a time of its own: the wall clock's
+    assert f.events[-1].kind == "nan" and before <= f.events[-1].time <= time.time()
+
+
+def test_a_non_numeric_position_is_refused_like_nan() -> None:
+    f = make()
+    out = f.filter([0.5, 0.0, 0.0, 0.3], {"state": np.array(["a", "b", "c"])}, now=4.0)
+    np.testing.assert_allclose(out, [0.0, 0.0, 0.0, 0.0])
+    assert [(e.kind, e.time) for e in f.events] == [("nan", 4.0)]
+
+
+def test_a_non_finite_command_from_the_limits_is_held_and_logged() -> None:
+    """The last line of defence: should the limits ever produce NaN, the hold command goes out instead."""
+    cfg = SafetyConfig.from_dict({"kind": "absolute", "position_key": "q", "position_slice": [0, 2]})
+    f = SafetyFilter(cfg, action_dim=2, dt=0.1)
+    f._limited = lambda a, pos, now: np.array([np.nan, 0.0])  # type: ignore[method-assign]
+    out = f.filter([0.1, 0.2], {"q": np.array([0.3, -0.4])}, now=5.0)
+    np.testing.assert_allclose(out, [0.3, -0.4])  # absolute hold: the measured position
+    assert [(e.kind, e.time) for e in f.events] == [("nan", 5.0)]
+    assert f.events[0].detail == "limits produced a non-finite command [nan, 0.0]: held"
+
+
+def test_unknown_key_without_a_near_match_has_no_hint_and_reset_flags_are_bools() -> None:
+    with pytest.raises(ValueError, match=r"unknown safety key 'zzzzzz' \(valid: "):
+        SafetyConfig.from_dict({"zzzzzz": 1})
+    f = make()
+    f.estop()
+    f.reset()
+    assert f.estopped is False and f.stopped is False
