@@ -281,3 +281,55 @@ def test_bad_windows_get_clear_errors(shape_meta, stats) -> None:
     steered = VGPSPolicy(Client(horizon=4), PlantedQ([0.0] * 8), samples=2, n_obs_steps=2, n_action_steps=4)
     with pytest.raises(ValueError, match=r"chunks of 4 rows.*needs 5.*n_action_steps <= 3"):
         steered.act({"state": torch.zeros(1, 3)})
+
+
+def test_plain_callable_critic_and_the_wrappers_task_id_first() -> None:
+    """A critic without ``score`` is called directly; the wrapper's task_id wins over the observation's."""
+    seen = []
+
+    def critic(obs: dict, action: torch.Tensor, task_id: object) -> torch.Tensor:
+        seen.append(task_id)
+        return action[:, 0, 0]
+
+    obs = {**_obs(2), "task_id": torch.tensor([0, 0])}
+    steered = VGPSPolicy(Client(), critic, samples=3, n_obs_steps=1, n_action_steps=2, task_id=1)
+    chosen = steered.sample(obs, _indexed_noise(2, 3))
+    assert chosen[:, 0, 0].tolist() == [2.0, 2.0] and seen == [1]
+    VGPSPolicy(Client(), critic, samples=3, n_obs_steps=1, n_action_steps=2).sample(obs, _indexed_noise(2, 3))
+    assert seen[1].tolist() == [0] * 6  # no task_id of its own: the observation's, repeated per candidate
+
+
+def test_reset_of_some_rows_keeps_the_policy_and_eval_reaches_both_parts() -> None:
+    class Part:
+        def __init__(self) -> None:
+            self.evals = 0
+
+        def eval(self) -> None:
+            self.evals += 1
+
+    class EvalClient(Client, Part):
+        def __init__(self) -> None:
+            Client.__init__(self)
+            Part.__init__(self)
+
+    class EvalQ(PlantedQ, Part):
+        def __init__(self) -> None:
+            PlantedQ.__init__(self, [0.0] * 8)
+            Part.__init__(self)
+
+    client, critic = EvalClient(), EvalQ()
+    steered = VGPSPolicy(client, critic, samples=2, n_obs_steps=1, n_action_steps=2)
+    assert steered.eval() is steered and client.evals == 1 and critic.evals == 1
+    steered.act({"state": np.zeros((2, 3), np.float32)})
+    steered.reset([1])  # one env's episode ended: the black box keeps its state
+    assert client.resets == 0
+    steered.reset()
+    assert client.resets == 1
+
+    class NoReset:
+        def sample(self, obs: dict, noise: object = None) -> torch.Tensor:
+            return torch.zeros(next(iter(obs.values())).shape[0], 4, 2)
+
+    bare = VGPSPolicy(NoReset(), PlantedQ([0.0]), samples=2, n_obs_steps=1, n_action_steps=2)
+    bare.reset()  # a policy without reset() is fine
+    assert bare.act({"state": np.zeros((1, 3), np.float32)}).shape == (1, 2)
