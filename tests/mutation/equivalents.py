@@ -351,4 +351,21 @@ EQUIVALENTS: list[dict[str, str]] = [
 """,
         "why": "every element goes through float() next: the same floats (and the same ValueError for text).",
     },
+    # --------------------------------------------------------------------------- policies/steering/vgps.py
+    {
+        "module": "policies/steering/vgps.py",
+        "diff": """
+-    return torch.multinomial(probs.float().cpu(), 1, generator=generator).squeeze(1).to(q.device)
++    return torch.multinomial(probs.float().cpu(), 1, generator=generator).squeeze(1).to(None)
+""",
+        "why": "CPU-only host: the indices stay on the CPU, where the scores already are here; only CUDA scores could show it.",
+    },
+    {
+        "module": "policies/steering/vgps.py",
+        "diff": """
+-    return chunks.reshape(b, k, *chunks.shape[1:])[torch.arange(b), idx.to(chunks.device)]
++    return chunks.reshape(b, k, *chunks.shape[1:])[torch.arange(b), idx.to(None)]
+""",
+        "why": "CPU-only host: idx is on the scores' device, the chunks' here; only chunks and scores on different devices could show it.",
+    },
 ]

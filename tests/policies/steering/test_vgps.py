@@ -4,6 +4,9 @@ under an oracle Q, frozen weights, which action is scored, and a black-box (remo
 from __future__ import annotations
 
 import itertools
+import time
+from types import SimpleNamespace
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -333,3 +336,94 @@ def test_reset_of_some_rows_keeps_the_policy_and_eval_reaches_both_parts() -> No
     bare = VGPSPolicy(NoReset(), PlantedQ([0.0]), samples=2, n_obs_steps=1, n_action_steps=2)
     bare.reset()  # a policy without reset() is fine
     assert bare.act({"state": np.zeros((1, 3), np.float32)}).shape == (1, 2)
+
+
+class SlowClient(Client):
+    """Takes 20 ms per sample call; its chunk is the noise plus a per-candidate offset when noise is (N,)."""
+
+    def sample(self, obs: dict, noise: torch.Tensor | None = None) -> torch.Tensor:
+        time.sleep(0.02)
+        if noise is not None and torch.as_tensor(noise).dim() == 1:
+            n = torch.as_tensor(noise)
+            return n.view(-1, 1, 1).expand(len(n), self.horizon, self.action_dim).clone()
+        return super().sample(obs, noise)
+
+
+class SlowQ(PlantedQ):
+    def score(self, obs: dict, action: torch.Tensor, task_id: object = None) -> torch.Tensor:
+        time.sleep(0.01)
+        return super().score(obs, action, task_id)
+
+
+def test_defaults_timing_and_reproducible_draws() -> None:
+    """16 candidates at β = 0 by default; draws at β > 0 come from the wrapper's own seeded generator; the
+    timing sums every plan's sample and score time."""
+    client = SlowClient()
+    default = VGPSPolicy(client, SlowQ([float(i) for i in range(16)]), n_obs_steps=1, n_action_steps=2)
+    assert default.timing == {"plans": 0, "sample_s": 0.0, "score_s": 0.0}
+    start = time.perf_counter()
+    for _ in range(3):
+        chosen = default.sample(_obs(2), _indexed_noise(2, 16))
+    wall = time.perf_counter() - start
+    assert client.calls == [32] * 3 and chosen[:, 0, 0].tolist() == [15.0, 15.0]  # K = 16, argmax
+    t = default.timing
+    assert t["plans"] == 3 and 0.06 <= t["sample_s"] <= wall and 0.03 <= t["score_s"] <= wall
+    assert t["sample_s"] + t["score_s"] <= wall
+    base = VGPSPolicy(SlowClient(), SlowQ([0.0]), samples=1, n_obs_steps=1, n_action_steps=2)
+    start = time.perf_counter()
+    for _ in range(3):
+        base.sample(_obs(1))
+    assert base.timing["plans"] == 3 and 0.06 <= base.timing["sample_s"] <= time.perf_counter() - start
+
+    table = [0.0, 0.3, 0.1, 0.2]
+
+    def picks(**kw: int) -> list[float]:
+        torch.manual_seed(len(kw))  # the global RNG differs between calls: only the wrapper's seed counts
+        s = VGPSPolicy(
+            Client(), PlantedQ(table), samples=4, temperature=1.0, n_obs_steps=1, n_action_steps=2, **kw
+        )
+        return s.sample(_obs(64), _indexed_noise(64, 4))[:, 0, 0].tolist()
+
+    assert picks() == picks(seed=0) != picks(seed=1)
+
+
+def test_attributes_names_and_window_checks() -> None:
+    class Meta(Client):
+        """A client reporting To/Ta as attributes, with a config that lacks them, and its shape_meta/task."""
+
+        config = SimpleNamespace()
+        n_obs_steps, n_action_steps = 1, 2
+        shape_meta: ClassVar[dict] = {"obs": {"state": {"shape": [3]}}}
+        task = "reach-v3"
+
+    steered = VGPSPolicy(Meta(), PlantedQ([0.0] * 4), samples=2)
+    assert (steered.n_obs_steps, steered.n_action_steps) == (1, 2)
+    assert steered.shape_meta is Meta.shape_meta and steered.task == "reach-v3"
+    with pytest.raises(ValueError, match=r"^Client exposes no config"):
+        VGPSPolicy(Client(), PlantedQ([0.0]), samples=2, n_obs_steps=1)  # Ta still unknown
+    with pytest.raises(ValueError, match=r"n_action_steps=0 is not valid: expected >= 1$"):
+        VGPSPolicy(Client(), PlantedQ([0.0]), samples=2, n_obs_steps=1, n_action_steps=0)
+    exact = VGPSPolicy(Client(horizon=4), PlantedQ([0.0] * 4), samples=2, n_obs_steps=2, n_action_steps=3)
+    assert exact.sample(_obs(1), _indexed_noise(1, 2)).shape == (1, 4, 2)  # To − 1 + Ta = Tp rows: enough
+
+
+def test_noise_must_be_per_row_and_candidate_and_the_chunk_span_is_ta_rows() -> None:
+    steered = VGPSPolicy(SlowClient(), PlantedQ([0.0, 1.0, 2.0]), samples=3, n_obs_steps=1, n_action_steps=2)
+    chosen = steered.sample(_obs(2), torch.tensor([[0.0, 2.0, 1.0], [2.0, 1.0, 0.0]]))  # (B, K) offsets
+    assert chosen[:, 0, 0].tolist() == [2.0, 2.0]
+    with pytest.raises(ValueError, match=r"expected \(B, K, Tp, Da\)"):
+        steered.sample(_obs(2), torch.zeros(6))
+    seen = {}
+
+    class Spy:
+        action_steps = 3
+
+        def score(self, obs: dict, action: torch.Tensor, task_id: object = None) -> torch.Tensor:
+            seen["rows"] = action[0, :, 0].tolist()
+            return torch.zeros(action.shape[0])
+
+    chunk = torch.arange(8.0).view(1, 1, 8, 1).expand(1, 2, 8, 1).clone()  # rows 0..7
+    VGPSPolicy(Client(8, 1), Spy(), samples=2, score="chunk", n_obs_steps=2, n_action_steps=3).sample(
+        _obs(1), chunk
+    )
+    assert seen["rows"] == [1.0, 2.0, 3.0]
