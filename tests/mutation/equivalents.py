@@ -368,4 +368,21 @@ EQUIVALENTS: list[dict[str, str]] = [
 """,
         "why": "CPU-only host: idx is on the scores' device, the chunks' here; only chunks and scores on different devices could show it.",
     },
+    # ------------------------------------------------------------------------------------- sim/evaluate.py
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-        values = np.array([p[key] for p in per_episode if key in p], dtype=np.float64)
++        values = np.array([p[key] for p in per_episode if key in p], dtype=None)
+""",
+        "why": "each episode's parameters are built with float() (evaluate's params), so np.array of them is float64 without being told.",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-        values = np.array([p[key] for p in per_episode if key in p], dtype=np.float64)
++        values = np.array([p[key] for p in per_episode if key in p], )
+""",
+        "why": "each episode's parameters are built with float() (evaluate's params), so np.array of them is float64 without being told.",
+    },
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import imageio.v2 as imageio
 import numpy as np
@@ -268,3 +269,56 @@ def test_evaluate_refuses_bad_episode_counts_and_warns_on_all_env_resets() -> No
     result = sim.evaluate(_ScriptedEnv(1), AllReset(), episodes=2, seed=1, progress=False)
     assert result["policy_reset"] == "per_env"  # one env: a full reset is exact
     assert "randomization" not in result and "episode_max" not in result
+
+
+def test_actions_asks_act_chunk_only_on_a_chunked_env_and_returns_float32() -> None:
+    import torch
+
+    from robosteer.sim.evaluate import _actions
+
+    class Both:
+        def act(self, obs):
+            return torch.ones(2, 3, dtype=torch.float64)
+
+        def act_chunk(self, obs):
+            return np.full((2, 4, 3), 2.0)
+
+    class ActOnly:
+        def act(self, obs):
+            return [[5.0, 6.0, 7.0]] * 2
+
+    obs = {"state": np.zeros((2, 3))}
+    chunked, plain = SimpleNamespace(action_chunk=4), SimpleNamespace(action_chunk=None)
+    got = _actions(Both(), obs, chunked)
+    assert got.dtype == np.float32 and got.shape == (2, 4, 3) and (got == 2.0).all()
+    got = _actions(Both(), obs, plain)
+    assert got.dtype == np.float32 and got.shape == (2, 3) and (got == 1.0).all()
+    got = _actions(ActOnly(), obs, chunked)  # no act_chunk: act's own (B, Ta, A) or (B, A)
+    assert got.dtype == np.float32 and got.tolist() == [[5.0, 6.0, 7.0]] * 2
+
+
+def test_reset_fn_reads_whether_reset_takes_env_ids() -> None:
+    from robosteer.sim.evaluate import _reset_fn
+
+    class Ids:
+        def reset(self, env_ids=None): ...
+
+    class NoIds:
+        def reset(self): ...
+
+    class Opaque:
+        """A reset whose signature cannot be read: treated as a full reset."""
+
+        class _Reset:
+            __signature__ = "not a signature"
+
+            def __call__(self, *args): ...
+
+        reset = _Reset()
+
+    assert _reset_fn(object()) == (None, False)
+    assert _reset_fn(Ids())[1] is True and _reset_fn(NoIds())[1] is False
+    reset, per_env = _reset_fn(Opaque())
+    assert reset is Opaque.reset and per_env is False
+    result = sim.evaluate(_ScriptedEnv(2), SimpleNamespace(act=_RowPolicy().act), episodes=2, progress=False)
+    assert result["episodes"] == 2  # a policy without reset() is evaluated as is
