@@ -277,24 +277,25 @@ def test_actions_asks_act_chunk_only_on_a_chunked_env_and_returns_float32() -> N
     from robosteer.sim.evaluate import _actions
 
     class Both:
-        def act(self, obs):
-            return torch.ones(2, 3, dtype=torch.float64)
+        def act(self, obs):  # a tensor still attached to a graph: evaluate detaches it
+            return (torch.as_tensor(obs["state"]) + 1).requires_grad_()
 
         def act_chunk(self, obs):
-            return np.full((2, 4, 3), 2.0)
+            return np.repeat(obs["state"][:, None] + 2, 4, axis=1)  # (B, Ta, A)
 
     class ActOnly:
         def act(self, obs):
-            return [[5.0, 6.0, 7.0]] * 2
+            return (obs["state"] + 5).tolist()
 
-    obs = {"state": np.zeros((2, 3))}
+    obs = {"state": np.array([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])}
     chunked, plain = SimpleNamespace(action_chunk=4), SimpleNamespace(action_chunk=None)
     got = _actions(Both(), obs, chunked)
-    assert got.dtype == np.float32 and got.shape == (2, 4, 3) and (got == 2.0).all()
+    assert got.dtype == np.float32 and got.shape == (2, 4, 3)
+    assert got[:, 0].tolist() == [[2.0, 3.0, 4.0], [5.0, 6.0, 7.0]]
     got = _actions(Both(), obs, plain)
-    assert got.dtype == np.float32 and got.shape == (2, 3) and (got == 1.0).all()
-    got = _actions(ActOnly(), obs, chunked)  # no act_chunk: act's own (B, Ta, A) or (B, A)
-    assert got.dtype == np.float32 and got.tolist() == [[5.0, 6.0, 7.0]] * 2
+    assert got.dtype == np.float32 and got.tolist() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    got = _actions(ActOnly(), obs, chunked)  # no act_chunk: act's answer
+    assert got.dtype == np.float32 and got.tolist() == [[5.0, 6.0, 7.0], [8.0, 9.0, 10.0]]
 
 
 def test_reset_fn_reads_whether_reset_takes_env_ids() -> None:
