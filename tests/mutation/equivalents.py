@@ -385,4 +385,68 @@ EQUIVALENTS: list[dict[str, str]] = [
 """,
         "why": "each episode's parameters are built with float() (evaluate's params), so np.array of them is float64 without being told.",
     },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-        x = torch.as_tensor(obs[k], dtype=torch.float32, device=self.device)
++        x = torch.as_tensor(obs[k], dtype=torch.float32, device=None)
+""",
+        "why": "CPU-only host: the input is made on the default device instead of the critic's; both are the CPU here, and only a CUDA critic could show it.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-        x = torch.as_tensor(obs[k], dtype=torch.float32, device=self.device)
++        x = torch.as_tensor(obs[k], dtype=torch.float32, )
+""",
+        "why": "CPU-only host: the input is made on the default device instead of the critic's; both are the CPU here, and only a CUDA critic could show it.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-    a = torch.as_tensor(action, dtype=torch.float32, device=self.device)
++    a = torch.as_tensor(action, dtype=torch.float32, device=None)
+""",
+        "why": "CPU-only host: the input is made on the default device instead of the critic's; both are the CPU here, and only a CUDA critic could show it.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-    a = torch.as_tensor(action, dtype=torch.float32, device=self.device)
++    a = torch.as_tensor(action, dtype=torch.float32, )
+""",
+        "why": "CPU-only host: the input is made on the default device instead of the critic's; both are the CPU here, and only a CUDA critic could show it.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-            torch.as_tensor(task_id, dtype=torch.long, device=out.device).reshape(-1).expand(out.shape[0])
++            torch.as_tensor(task_id, dtype=torch.long, device=None).reshape(-1).expand(out.shape[0])
+""",
+        "why": "CPU-only host: the input is made on the default device instead of the critic's; both are the CPU here, and only a CUDA critic could show it.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-            torch.as_tensor(task_id, dtype=torch.long, device=out.device).reshape(-1).expand(out.shape[0])
++            torch.as_tensor(task_id, dtype=torch.long, ).reshape(-1).expand(out.shape[0])
+""",
+        "why": "CPU-only host: the input is made on the default device instead of the critic's; both are the CPU here, and only a CUDA critic could show it.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-    out = torch.cat(feats, dim=-1)  # (B, To_c·ΣD)
++    out = torch.cat(feats, dim=+1)  # (B, To_c·ΣD)
+""",
+        "why": "every part is flattened to (B, ·): the last axis is axis 1.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-        out = torch.cat([out, nn.functional.one_hot(tid, self.num_tasks).float()], dim=-1)
++        out = torch.cat([out, nn.functional.one_hot(tid, self.num_tasks).float()], dim=+1)
+""",
+        "why": "both parts are (B, ·): the last axis is axis 1.",
+    },
 ]

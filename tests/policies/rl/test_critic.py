@@ -209,3 +209,20 @@ def test_only_low_dim_observations() -> None:
     meta = {"obs": {"image": {"shape": [8, 8, 3], "type": "rgb"}}, "action": {"shape": [2]}}
     with pytest.raises(ValueError, match="low_dim"):
         NormalizedCritic(meta, n_obs_steps=1, action_steps=1)
+
+
+def test_two_tasks_get_a_one_hot_and_task_ids_of_any_integer_dtype() -> None:
+    critic = _critic(num_tasks=2, n_obs_steps=1)
+    f = critic.features(_obs(), task_id=np.array([1, 0], np.int32))
+    assert critic.obs_dim == 7 and f[:, 5:].tolist() == [[0.0, 1.0], [1.0, 0.0]]
+    assert critic.score(_obs(), np.zeros((2, 2, 2)), np.array([1, 0], np.int32)).shape == (2,)
+
+
+def test_polyak_update_refuses_networks_of_different_shapes() -> None:
+    """A target with fewer parameters than the online net is refused, not silently half-updated."""
+    small, large = (
+        torch.nn.Sequential(torch.nn.Linear(2, 2)),
+        torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)),
+    )
+    with pytest.raises(ValueError):
+        polyak_update(small, large, 0.5)
