@@ -63,7 +63,8 @@ class _Recorder(gym.Env):
 
     def __init__(self, end_at=None, truncate_at=None, succeed_at=(), cameras=(), steps_left=100):
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float64)
-        self.action_space = gym.spaces.Box(np.array([-1.0, -2.0]), np.array([1.0, 2.0]), dtype=np.float32)
+        lo, hi = np.array([-1.0, -2.0], np.float32), np.array([1.0, 2.0], np.float32)
+        self.action_space = gym.spaces.Box(lo, hi, dtype=np.float32)
         self.end_at, self.truncate_at, self.succeed_at = end_at, truncate_at, succeed_at
         self.cameras, self.steps_left, self.render_images = cameras, steps_left, True
         self.t, self.actions, self.rendered = 0, [], []
