@@ -68,16 +68,6 @@ EQUIVALENTS: list[dict[str, str]] = [
         "why": "CPU-only host: every generator is a CPU one, so its device is the CPU; only a CUDA "
         "generator (refused by randint on the CPU) could show it.",
     },
-    # ------------------------------------------------------------------------------- policies/rl/actor.py
-    {
-        "module": "policies/rl/actor.py",
-        "diff": """
--    return (gauss - tanh_log_det(u) - self.log_scale).sum(-1)
-+    return (gauss - tanh_log_det(u) - self.log_scale).sum(+1)
-""",
-        "why": "u, mu and std are always (B, Da) (distribution flattens the observation to (B, F)), so the "
-        "last axis is axis 1.",
-    },
     # ------------------------------------------------------------------------------ policies/rl/critic.py
     {
         "module": "policies/rl/critic.py",
