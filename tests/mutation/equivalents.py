@@ -5,4 +5,438 @@ are compared, so a renumbered mutant still matches) and why the mutated code beh
 surviving mutant whose diff is listed here counts as equivalent in its row, not as survived.
 """
 
-EQUIVALENTS: list[dict[str, str]] = []
+EQUIVALENTS: list[dict[str, str]] = [
+    # ------------------------------------------------------------------------------ policies/rl/replay.py
+    {
+        "module": "policies/rl/replay.py",
+        "diff": """
+-    idx = torch.randint(0, self.size, (batch_size,), generator=generator, device=where).to(self.device)
++    idx = torch.randint(self.size, (batch_size,), generator=generator, device=where).to(self.device)
+""",
+        "why": "torch.randint(high, size) is randint(0, high, size): the same draws from the same generator.",
+    },
+    {
+        "module": "policies/rl/replay.py",
+        "diff": """
+-        self.data[k][idx.to(self.device)] = v
++        self.data[k][idx.to(None)] = v
+""",
+        "why": "idx is built on the CPU; a CPU index tensor indexes a tensor on any device (torch moves it), "
+        "so the same slots are written.",
+    },
+    {
+        "module": "policies/rl/replay.py",
+        "diff": """
+-        self.data[k][: self.size] = state[f"data/{k}"].to(self.device)
++        self.data[k][: self.size] = state[f"data/{k}"].to(None)
+""",
+        "why": "slice assignment is copy_, which copies across devices: the stored rows are the same.",
+    },
+    {
+        "module": "policies/rl/replay.py",
+        "diff": """
+-        v = torch.as_tensor(v).to(self.device, self.spec[k][1])
++        v = torch.as_tensor(v).to(None, self.spec[k][1])
+""",
+        "why": "CPU-only host: the input is not moved to the buffer's device, which only a CUDA buffer fed "
+        "CPU rows could show (no GPU here; the meta device accepts CPU rows).",
+    },
+    {
+        "module": "policies/rl/replay.py",
+        "diff": """
+-        v = torch.as_tensor(v).to(self.device, self.spec[k][1])
++        v = torch.as_tensor(v).to(self.spec[k][1])
+""",
+        "why": "CPU-only host: .to(dtype) casts as before but does not move the rows to the buffer's device; "
+        "only a CUDA buffer fed CPU rows could show it.",
+    },
+    {
+        "module": "policies/rl/replay.py",
+        "diff": """
+-    idx = torch.randint(0, self.size, (batch_size,), generator=generator, device=where).to(self.device)
++    idx = torch.randint(0, self.size, (batch_size,), generator=generator, device=where).to(None)
+""",
+        "why": "CPU-only host: the indices stay on the generator's device; indexing works the same unless "
+        "the generator is on CUDA and the buffer is not (the loop keeps both on the training device).",
+    },
+    {
+        "module": "policies/rl/replay.py",
+        "diff": """
+-    where = generator.device if generator is not None else torch.device("cpu")
++    where = generator.device if (generator is not None) and False else torch.device("cpu")
+""",
+        "why": "CPU-only host: every generator is a CPU one, so its device is the CPU; only a CUDA "
+        "generator (refused by randint on the CPU) could show it.",
+    },
+    # ------------------------------------------------------------------------------ policies/rl/critic.py
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-    x = torch.cat([obs.flatten(1), action.flatten(1)], dim=-1)  # (B, Do + Da)
++    x = torch.cat([obs.flatten(1), action.flatten(1)], dim=+1)  # (B, Do + Da)
+""",
+        "why": "both parts are flattened to (B, ·) first, so the last axis is axis 1.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-        q = q[_random_heads(q.shape[0], subset, generator).to(q.device)]
++        q = q[_random_heads(q.shape[0], subset, generator).to(None)]
+""",
+        "why": "CPU-only host: the head indices stay on the generator's device; a CPU index tensor indexes "
+        "a tensor on any device, so only a CUDA generator with CPU Q values could show it.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-        heads = _random_heads(self.num_critics, subset, generator).to(obs.device)
++        heads = _random_heads(self.num_critics, subset, generator).to(None)
+""",
+        "why": "CPU-only host: as above, the indices stay on the generator's device (the CPU here).",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-    where = generator.device if generator is not None else torch.device("cpu")
++    where = generator.device if (generator is not None) and False else torch.device("cpu")
+""",
+        "why": "CPU-only host: every generator is a CPU one; only a CUDA generator (refused by randperm on "
+        "the CPU) could show it.",
+    },
+    # -------------------------------------------------------------------------------------- sim/chunking.py
+    {
+        "module": "sim/chunking.py",
+        "diff": """
+-    terminated = truncated = False
++    terminated = truncated = None
+""",
+        "why": "the chunk is at least 1 (refused in __init__ otherwise), so the loop runs and assigns both "
+        "before they are read.",
+    },
+    {
+        "module": "sim/chunking.py",
+        "diff": """
+-    terminated = truncated = False
++    terminated = truncated = True
+""",
+        "why": "as above: overwritten by the first executed step before they are read.",
+    },
+    {
+        "module": "sim/chunking.py",
+        "diff": """
+-    lazy = self.render_last is not None and bool(getattr(base, "cameras", ()))
++    lazy = self.render_last is not None and bool(getattr(base, "cameras", None))
+""",
+        "why": "bool(None) and bool(()) are both False: an env without cameras is never lazy either way.",
+    },
+    {
+        "module": "sim/chunking.py",
+        "diff": """
+-        step_success[t] = bool(info.get("success", False))
++        step_success[t] = bool(info.get("success", None))
+""",
+        "why": "bool(None) is False, as bool(False).",
+    },
+    {
+        "module": "sim/chunking.py",
+        "diff": """
+-        step_success[t] = bool(info.get("success", False))
++        step_success[t] = bool(info.get("success", ))
+""",
+        "why": "dict.get's default is None, and bool(None) is False, as bool(False).",
+    },
+    # --------------------------------------------------------------------------------------- sim/history.py
+    {
+        "module": "sim/history.py",
+        "diff": """
+-    self._window: dict[str, deque] = {}
++    self._window: dict[str, deque] = None
+""",
+        "why": "reset() replaces it before any read; a step before reset fails either way (KeyError on the "
+        "empty dict, TypeError on None), as gymnasium requires a reset first.",
+    },
+    # -------------------------------------------------------------------------------- policies/normalizer.py
+    {
+        "module": "policies/normalizer.py",
+        "diff": """
+-        lo = torch.as_tensor(np.asarray(stats[key]["min"], dtype=np.float64)).reshape(-1)
++        lo = torch.as_tensor(np.asarray(stats[key]["min"], dtype=None)).reshape(-1)
+""",
+        "why": "one bound alone leaves float64: the other is still float64, torch promotes float32 (or int) "
+        "with float64 to float64 and float32 → float64 is exact, so range, scale and offset are the same "
+        "float64 values before the final cast.",
+    },
+    {
+        "module": "policies/normalizer.py",
+        "diff": """
+-        lo = torch.as_tensor(np.asarray(stats[key]["min"], dtype=np.float64)).reshape(-1)
++        lo = torch.as_tensor(np.asarray(stats[key]["min"], )).reshape(-1)
+""",
+        "why": "one bound alone leaves float64: the other is still float64, torch promotes float32 (or int) "
+        "with float64 to float64 and float32 → float64 is exact, so range, scale and offset are the same "
+        "float64 values before the final cast.",
+    },
+    {
+        "module": "policies/normalizer.py",
+        "diff": """
+-        hi = torch.as_tensor(np.asarray(stats[key]["max"], dtype=np.float64)).reshape(-1)
++        hi = torch.as_tensor(np.asarray(stats[key]["max"], dtype=None)).reshape(-1)
+""",
+        "why": "one bound alone leaves float64: the other is still float64, torch promotes float32 (or int) "
+        "with float64 to float64 and float32 → float64 is exact, so range, scale and offset are the same "
+        "float64 values before the final cast.",
+    },
+    {
+        "module": "policies/normalizer.py",
+        "diff": """
+-        hi = torch.as_tensor(np.asarray(stats[key]["max"], dtype=np.float64)).reshape(-1)
++        hi = torch.as_tensor(np.asarray(stats[key]["max"], )).reshape(-1)
+""",
+        "why": "one bound alone leaves float64: the other is still float64, torch promotes float32 (or int) "
+        "with float64 to float64 and float32 → float64 is exact, so range, scale and offset are the same "
+        "float64 values before the final cast.",
+    },
+    # ------------------------------------------------------------------------------------- real/safety.py
+    {
+        "module": "real/safety.py",
+        "diff": """
+-        dims = np.asarray(c.pos_dims, dtype=int)
++        dims = np.asarray(c.pos_dims, dtype=None)
+""",
+        "why": "pos_dims is a list of ints (SafetyConfig's type; YAML gives ints): np.asarray of it is already an int array.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-        dims = np.asarray(c.pos_dims, dtype=int)
++        dims = np.asarray(c.pos_dims, )
+""",
+        "why": "pos_dims is a list of ints (SafetyConfig's type; YAML gives ints): np.asarray of it is already an int array.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    dims = np.asarray(c.pos_dims, dtype=int)
++    dims = np.asarray(c.pos_dims, dtype=None)
+""",
+        "why": "pos_dims is a list of ints (SafetyConfig's type; YAML gives ints): np.asarray of it is already an int array.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    dims = np.asarray(c.pos_dims, dtype=int)
++    dims = np.asarray(c.pos_dims, )
+""",
+        "why": "pos_dims is a list of ints (SafetyConfig's type; YAML gives ints): np.asarray of it is already an int array.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    lo = np.minimum((wlo - pos) / c.delta_scale, 0.0)
++    lo = np.minimum((wlo - pos) / c.delta_scale, 1.0)
+""",
+        "why": "the bounds differ only where wlo - pos > 0, i.e. pos < wlo, and there the next line sets lo to 0.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    lo = np.where(pos < wlo, 0.0, lo)
++    lo = np.where(None, 0.0, lo)
+""",
+        "why": "where pos < wlo, (wlo - pos) / scale > 0, so np.minimum(.., 0.0) already made lo 0: the line is a second statement of the same bound.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    lo = np.where(pos < wlo, 0.0, lo)
++    lo = np.where(pos <= wlo, 0.0, lo)
+""",
+        "why": "at pos == wlo, np.minimum(0 / scale, 0.0) is already 0.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    hi = np.where(pos > whi, 0.0, hi)
++    hi = np.where(None, 0.0, hi)
+""",
+        "why": "where pos > whi, (whi - pos) / scale < 0, so np.maximum(.., 0.0) already made hi 0.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    hi = np.where(pos > whi, 0.0, hi)
++    hi = np.where(pos >= whi, 0.0, hi)
+""",
+        "why": "at pos == whi, np.maximum(0 / scale, 0.0) is already 0.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    if c.command_low is not None and c.command_high is not None:
++    if c.command_low is not None or c.command_high is not None:
+""",
+        "why": "SafetyConfig.validate (run by SafetyFilter.__init__) refuses one bound without the other, so both are None or neither is.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-        md = np.broadcast_to(np.asarray(c.max_delta, dtype=np.float64), out.shape)
++        md = np.broadcast_to(np.asarray(c.max_delta, dtype=None), out.shape)
+""",
+        "why": "max_delta is a number or a list of numbers; last_command (float64) ± md is float64 whatever md's numeric dtype, and an int converts exactly.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-        md = np.broadcast_to(np.asarray(c.max_delta, dtype=np.float64), out.shape)
++        md = np.broadcast_to(np.asarray(c.max_delta, ), out.shape)
+""",
+        "why": "as above: np.asarray's default dtype of a number or list of numbers gives the same float64 bounds.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-        return np.asarray(action, dtype=np.float64).reshape(-1)
++        return np.asarray(action, dtype=np.float64).reshape(-2)
+""",
+        "why": "numpy reads any negative size in reshape as the one unknown dimension: reshape(-2) is reshape(-1).",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-    return np.asarray(obs[c.position_key], dtype=np.float64).reshape(-1)[lo:hi]
++    return np.asarray(obs[c.position_key], dtype=np.float64).reshape(-2)[lo:hi]
+""",
+        "why": "numpy reads any negative size in reshape as the one unknown dimension: reshape(-2) is reshape(-1).",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-            near = difflib.get_close_matches(key, sorted(names), n=1)
++            near = difflib.get_close_matches(key, sorted(names), )
+""",
+        "why": "only near[0], the best match, is read; more candidates (n=3 by default) leave it the same.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-            near = difflib.get_close_matches(key, sorted(names), n=1)
++            near = difflib.get_close_matches(key, sorted(names), n=2)
+""",
+        "why": "only near[0], the best match, is read; a second candidate leaves it the same.",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-            numbers += [float(v) for v in np.atleast_1d(np.asarray(value, dtype=np.float64))]
++            numbers += [float(v) for v in np.atleast_1d(np.asarray(value, dtype=None))]
+""",
+        "why": "every element goes through float() next: the same floats (and the same ValueError for text).",
+    },
+    {
+        "module": "real/safety.py",
+        "diff": """
+-            numbers += [float(v) for v in np.atleast_1d(np.asarray(value, dtype=np.float64))]
++            numbers += [float(v) for v in np.atleast_1d(np.asarray(value, ))]
+""",
+        "why": "every element goes through float() next: the same floats (and the same ValueError for text).",
+    },
+    # --------------------------------------------------------------------------- policies/steering/vgps.py
+    {
+        "module": "policies/steering/vgps.py",
+        "diff": """
+-    return torch.multinomial(probs.float().cpu(), 1, generator=generator).squeeze(1).to(q.device)
++    return torch.multinomial(probs.float().cpu(), 1, generator=generator).squeeze(1).to(None)
+""",
+        "why": "CPU-only host: the indices stay on the CPU, where the scores already are here; only CUDA scores could show it.",
+    },
+    {
+        "module": "policies/steering/vgps.py",
+        "diff": """
+-    return chunks.reshape(b, k, *chunks.shape[1:])[torch.arange(b), idx.to(chunks.device)]
++    return chunks.reshape(b, k, *chunks.shape[1:])[torch.arange(b), idx.to(None)]
+""",
+        "why": "CPU-only host: idx is on the scores' device, the chunks' here; only chunks and scores on different devices could show it.",
+    },
+    # ------------------------------------------------------------------------------------- sim/evaluate.py
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-        values = np.array([p[key] for p in per_episode if key in p], dtype=np.float64)
++        values = np.array([p[key] for p in per_episode if key in p], dtype=None)
+""",
+        "why": "each episode's parameters are built with float() (evaluate's params), so np.array of them is float64 without being told.",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-        values = np.array([p[key] for p in per_episode if key in p], dtype=np.float64)
++        values = np.array([p[key] for p in per_episode if key in p], )
+""",
+        "why": "each episode's parameters are built with float() (evaluate's params), so np.array of them is float64 without being told.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-        x = torch.as_tensor(obs[k], dtype=torch.float32, device=self.device)
++        x = torch.as_tensor(obs[k], dtype=torch.float32, device=None)
+""",
+        "why": "CPU-only host: the input is made on the default device instead of the critic's; both are the CPU here, and only a CUDA critic could show it.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-        x = torch.as_tensor(obs[k], dtype=torch.float32, device=self.device)
++        x = torch.as_tensor(obs[k], dtype=torch.float32, )
+""",
+        "why": "CPU-only host: the input is made on the default device instead of the critic's; both are the CPU here, and only a CUDA critic could show it.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-    a = torch.as_tensor(action, dtype=torch.float32, device=self.device)
++    a = torch.as_tensor(action, dtype=torch.float32, device=None)
+""",
+        "why": "CPU-only host: the input is made on the default device instead of the critic's; both are the CPU here, and only a CUDA critic could show it.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-    a = torch.as_tensor(action, dtype=torch.float32, device=self.device)
++    a = torch.as_tensor(action, dtype=torch.float32, )
+""",
+        "why": "CPU-only host: the input is made on the default device instead of the critic's; both are the CPU here, and only a CUDA critic could show it.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-            torch.as_tensor(task_id, dtype=torch.long, device=out.device).reshape(-1).expand(out.shape[0])
++            torch.as_tensor(task_id, dtype=torch.long, device=None).reshape(-1).expand(out.shape[0])
+""",
+        "why": "CPU-only host: the input is made on the default device instead of the critic's; both are the CPU here, and only a CUDA critic could show it.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-            torch.as_tensor(task_id, dtype=torch.long, device=out.device).reshape(-1).expand(out.shape[0])
++            torch.as_tensor(task_id, dtype=torch.long, ).reshape(-1).expand(out.shape[0])
+""",
+        "why": "CPU-only host: the input is made on the default device instead of the critic's; both are the CPU here, and only a CUDA critic could show it.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-    out = torch.cat(feats, dim=-1)  # (B, To_c·ΣD)
++    out = torch.cat(feats, dim=+1)  # (B, To_c·ΣD)
+""",
+        "why": "every part is flattened to (B, ·): the last axis is axis 1.",
+    },
+    {
+        "module": "policies/rl/critic.py",
+        "diff": """
+-        out = torch.cat([out, nn.functional.one_hot(tid, self.num_tasks).float()], dim=-1)
++        out = torch.cat([out, nn.functional.one_hot(tid, self.num_tasks).float()], dim=+1)
+""",
+        "why": "both parts are (B, ·): the last axis is axis 1.",
+    },
+]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import imageio.v2 as imageio
 import numpy as np
@@ -129,3 +130,196 @@ def test_episode_max_is_each_episodes_largest_info_value_in_episode_order() -> N
             ValueError, match=r"'grasped' is not a per-step info key of pick-place-v3: \[.*'grasp_success'"
         ):
             sim.evaluate(env, policy, episodes=1, seed=0, progress=False, episode_max=("grasped",))
+
+
+def _spec(seed: int) -> tuple[int, bool, float]:
+    """A fake episode's (length, success, reward per step), all set by its seed."""
+    return 1 + seed % 4, seed % 3 == 0, (seed % 7) / 2
+
+
+class _ScriptedEnv:
+    """A BatchedEnv stand-in: env i plays the episode its seed scripts, auto-resets on the same step to its
+    next queued seed, and records whether each env was given the action computed from its own observation."""
+
+    task = "fake-v0"
+    action_chunk = None
+
+    def __init__(self, num_envs: int, randomization: object = None) -> None:
+        self.num_envs, self.randomization = num_envs, randomization
+        self.queue: dict[int, list[int]] = {}
+        self.mixed_rows = 0
+        self.steps = 0
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        return {"state": np.stack([self.seeds % 1000, self.t], 1).astype(np.float64)}
+
+    def reset(self, seed: list[int]) -> dict[str, np.ndarray]:
+        self.seeds, self.t = np.array(seed, np.int64), np.zeros(self.num_envs, np.int64)
+        self.surplus = 10**6
+        return self._obs()
+
+    def queue_episode_seeds(self, seeds: dict[int, list[int]]) -> None:
+        self.queue = {i: list(s) for i, s in seeds.items()}
+
+    def step(self, action: np.ndarray):
+        expected = _row_action(self._obs())
+        self.mixed_rows += int((np.abs(action - expected).max(1) > 0).sum())
+        self.t += 1
+        self.steps += 1
+        b = self.num_envs
+        info = {
+            "success": np.zeros(b, bool),
+            "episode_return": np.zeros(b),
+            "episode_length": np.zeros(b, np.int64),
+            "final_info": {"episode_seed": np.full(b, -1)},
+            "grasp": np.array([t * ((s % 5) + 1) / 10 for s, t in zip(self.seeds, self.t)]),
+            "dr_mass": (self.seeds % 11).astype(np.float64),
+        }
+        terminated, truncated = np.zeros(b, bool), np.zeros(b, bool)
+        for i, (s, t) in enumerate(zip(self.seeds, self.t)):
+            length, success, r = _spec(int(s))
+            if t == length:
+                terminated[i], truncated[i] = success, not success
+                info["success"][i] = success
+                info["episode_return"][i], info["episode_length"][i] = r * length, length
+                info["final_info"]["episode_seed"][i] = s
+                self.surplus += 1
+                self.seeds[i] = self.queue[i].pop(0) if self.queue.get(i) else self.surplus
+                self.t[i] = 0
+        return self._obs(), None, terminated, truncated, info
+
+
+def _row_action(obs: dict[str, np.ndarray]) -> np.ndarray:
+    return np.stack([obs["state"][:, 0] + obs["state"][:, 1], -obs["state"][:, 1]], 1)
+
+
+class _RowPolicy:
+    """Acts from each row's own observation; records per-env resets."""
+
+    def __init__(self) -> None:
+        self.resets: list[list[int]] = []
+
+    def reset(self, env_ids: list[int]) -> None:
+        self.resets.append(list(env_ids))
+
+    def act(self, obs: dict[str, np.ndarray]):
+        import torch
+
+        return torch.as_tensor(_row_action(obs))  # a tensor: evaluate converts it
+
+
+class _Randomization:
+    enabled = True
+
+    def to_dict(self) -> dict:
+        return {"mass": [0.5, 2.0]}
+
+
+def test_evaluate_by_hand_on_a_scripted_env_with_rows_that_differ() -> None:
+    """B = 3 envs of different episode lengths, 5 episodes: every figure is episode k's (seed
+    episode_seed(7, k)) in episode order, each env executes its own row's action, and env 2's second
+    episode (k = 5) runs but is not counted."""
+    env, policy = _ScriptedEnv(3, _Randomization()), _RowPolicy()
+    result = sim.evaluate(env, policy, episodes=5, seed=7, progress=False, episode_max=("grasp",))
+    seeds = [sim.episode_seed(7, k) for k in range(5)]
+    specs = [_spec(s) for s in seeds]
+    assert env.mixed_rows == 0
+    assert env.queue == {0: [], 1: [], 2: []}  # env i's later seeds: episode i + 3
+    assert result["episode_seeds"] == seeds and result["num_envs"] == 3 and result["seed"] == 7
+    assert result["lengths"] == [n for n, _, _ in specs]
+    assert result["successes"] == [ok for _, ok, _ in specs]
+    assert result["returns"] == [n * r for n, _, r in specs]
+    assert result["success_rate"] == sum(ok for _, ok, _ in specs) / 5
+    assert result["success_ci95"] == list(sim.wilson_interval(sum(ok for _, ok, _ in specs), 5))
+    assert result["mean_return"] == pytest.approx(np.mean([n * r for n, _, r in specs]))
+    assert result["mean_episode_length"] == pytest.approx(np.mean([n for n, _, _ in specs]))
+    assert result["env_steps"] == 3 * env.steps  # one step per env per call (no steps_executed here)
+    assert result["episode_max"] == {"grasp": [n * ((s % 5) + 1) / 10 for s, (n, _, _) in zip(seeds, specs)]}
+    assert result["episode_params"] == [{"dr_mass": float(s % 11)} for s in seeds]
+    masses = [float(s % 11) for s in seeds]
+    assert result["randomization"] == {
+        "config": {"mass": [0.5, 2.0]},
+        "params": {
+            "dr_mass": {
+                "mean": pytest.approx(np.mean(masses)),
+                "std": pytest.approx(np.std(masses)),
+                "min": min(masses),
+                "max": max(masses),
+            }
+        },
+    }
+    assert policy.resets[0] == [0, 1, 2] and result["policy_reset"] == "per_env"
+    finished = sorted(i for ids in policy.resets[1:] for i in ids)
+    assert finished.count(0) >= 2 and finished.count(1) >= 2 and finished.count(2) >= 1
+
+
+def test_evaluate_refuses_bad_episode_counts_and_warns_on_all_env_resets() -> None:
+    for bad in (0, True, 2.0):
+        with pytest.raises(ValueError, match="episodes"):
+            sim.evaluate(_ScriptedEnv(1), _RowPolicy(), episodes=bad, progress=False)
+
+    class AllReset(_RowPolicy):
+        def reset(self) -> None:  # type: ignore[override]
+            self.resets.append([])
+
+    policy = AllReset()
+    with pytest.warns(UserWarning, match="takes no env ids"):
+        result = sim.evaluate(_ScriptedEnv(2), policy, episodes=2, seed=1, progress=False)
+    assert result["policy_reset"] == "all" and policy.resets[0] == []
+    result = sim.evaluate(_ScriptedEnv(1), AllReset(), episodes=2, seed=1, progress=False)
+    assert result["policy_reset"] == "per_env"  # one env: a full reset is exact
+    assert "randomization" not in result and "episode_max" not in result
+
+
+def test_actions_asks_act_chunk_only_on_a_chunked_env_and_returns_float32() -> None:
+    import torch
+
+    from robosteer.sim.evaluate import _actions
+
+    class Both:
+        def act(self, obs):  # a tensor still attached to a graph: evaluate detaches it
+            return (torch.as_tensor(obs["state"]) + 1).requires_grad_()
+
+        def act_chunk(self, obs):
+            return np.repeat(obs["state"][:, None] + 2, 4, axis=1)  # (B, Ta, A)
+
+    class ActOnly:
+        def act(self, obs):
+            return (obs["state"] + 5).tolist()
+
+    obs = {"state": np.array([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])}
+    chunked, plain = SimpleNamespace(action_chunk=4), SimpleNamespace(action_chunk=None)
+    got = _actions(Both(), obs, chunked)
+    assert got.dtype == np.float32 and got.shape == (2, 4, 3)
+    assert got[:, 0].tolist() == [[2.0, 3.0, 4.0], [5.0, 6.0, 7.0]]
+    got = _actions(Both(), obs, plain)
+    assert got.dtype == np.float32 and got.tolist() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    got = _actions(ActOnly(), obs, chunked)  # no act_chunk: act's answer
+    assert got.dtype == np.float32 and got.tolist() == [[5.0, 6.0, 7.0], [8.0, 9.0, 10.0]]
+
+
+def test_reset_fn_reads_whether_reset_takes_env_ids() -> None:
+    from robosteer.sim.evaluate import _reset_fn
+
+    class Ids:
+        def reset(self, env_ids=None): ...
+
+    class NoIds:
+        def reset(self): ...
+
+    class Opaque:
+        """A reset whose signature cannot be read: treated as a full reset."""
+
+        class _Reset:
+            __signature__ = "not a signature"
+
+            def __call__(self, *args): ...
+
+        reset = _Reset()
+
+    assert _reset_fn(object()) == (None, False)
+    assert _reset_fn(Ids())[1] is True and _reset_fn(NoIds())[1] is False
+    reset, per_env = _reset_fn(Opaque())
+    assert reset is Opaque.reset and per_env is False
+    result = sim.evaluate(_ScriptedEnv(2), SimpleNamespace(act=_RowPolicy().act), episodes=2, progress=False)
+    assert result["episodes"] == 2  # a policy without reset() is evaluated as is
