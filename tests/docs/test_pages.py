@@ -21,7 +21,6 @@ NOT_OURS = {
     "experiments/configs/train_config.py": "nakamotoo/V-GPS's config file, cited as the reference",
     "robosteer/sim": "the installed package's layout (setup.py maps sim/ there)",
     "robosteer/configs": "the installed package's layout",
-    "docs/mutation.md": "written by tests/mutation/run.py --docs",
     "benchmarks/x.py": "a test's planted script name",
     "FILE.md": "a placeholder in a usage line",
 }
