@@ -4,6 +4,7 @@ composes a command's config, as each console script's main() does before Hydra r
 The optional GPU backend's environment (.venv-gpu, `make gpu-test`) has no Hydra and its tests compose
 no config, so the registration is skipped there rather than failing the whole session at import.
 
+``tiny_state_demos``: a tiny push-v3 state dataset (random walks) for the training tests' mechanics.
 ``pixel_base_run``: one tiny policy trained from pixels, collected and trained once per session, for the script
 and benchmark tests that steer, evaluate or probe a pixel base."""
 
@@ -60,3 +61,25 @@ def pixel_base_run(tmp_path_factory) -> tuple[Path, Path]:
         "out=base",
     )
     return work, work / "base"
+
+
+@pytest.fixture(scope="module")
+def tiny_state_demos(tmp_path_factory) -> Path:
+    """A tiny push-v3 state dataset (4 random-walk episodes of 12 steps, a quarter held out): the training
+    mechanics, not task success."""
+    import numpy as np
+
+    from robosteer.policies.data import DatasetWriter
+
+    path = tmp_path_factory.mktemp("demos") / "demos.hdf5"
+    rng = np.random.default_rng(0)
+    with DatasetWriter(path, {"env_name": "push-v3"}, valid_fraction=0.25) as w:
+        for _ in range(4):
+            n = 12
+            w.add_episode(
+                {"state": rng.standard_normal((n, 39)).astype(np.float32)},
+                rng.uniform(-1, 1, (n, 4)).astype(np.float32),
+                np.zeros(n, np.float32),
+                np.r_[np.zeros(n - 1), 1].astype(bool),
+            )
+    return path

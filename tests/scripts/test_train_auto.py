@@ -38,22 +38,8 @@ SMALL = [
 
 
 @pytest.fixture(scope="module")
-def demos(tmp_path_factory) -> Path:
-    """A tiny push-v3 state dataset (random walks: the mechanics, not task success)."""
-    from robosteer.policies.data import DatasetWriter
-
-    path = tmp_path_factory.mktemp("demos") / "demos.hdf5"
-    rng = np.random.default_rng(0)
-    with DatasetWriter(path, {"env_name": "push-v3"}, valid_fraction=0.25) as w:
-        for _ in range(4):
-            n = 12
-            w.add_episode(
-                {"state": rng.standard_normal((n, 39)).astype(np.float32)},
-                rng.uniform(-1, 1, (n, 4)).astype(np.float32),
-                np.zeros(n, np.float32),
-                np.r_[np.zeros(n - 1), 1].astype(bool),
-            )
-    return path
+def demos(tiny_state_demos: Path) -> Path:
+    return tiny_state_demos  # tests/conftest.py
 
 
 def _cfg(*overrides: str):
