@@ -35,6 +35,8 @@ def preflight(config_name: str, cfg: DictConfig) -> None:
         check_device(str(cfg.device))
     check_inputs(cfg)
     check_logger(cfg)
+    if config_name == "steer":
+        check_steer_base(cfg)
     if config_name in WRITERS:
         check_output(cfg)
 
@@ -88,6 +90,28 @@ def check_inputs(cfg: DictConfig) -> None:
         name = "policy" if key == "policy_source" else key
         raise UsageError(
             f"{name}={value}: no such run directory or checkpoint (a robosteer-train or -steer run)"
+        )
+
+
+def check_steer_base(cfg: DictConfig) -> None:
+    """robosteer-steer: the chosen algorithm can steer this base. EXPO trains a copy of its base, so it needs a
+    run directory (not scratch, not a server); preset=reference holds DSRL's values only."""
+    algo = "expo" if "expo" in cfg else "dsrl"  # the algo group adds its own key
+    base = str(cfg.get("base") or "")
+    if algo != "dsrl" and "dsrl" in cfg:  # only preset=reference adds DSRL's keys to another algorithm
+        raise UsageError(
+            f"preset=reference holds ajwagen/dsrl's values: use it with algo=dsrl, not algo={algo}"
+        )
+    if not base:
+        raise UsageError("steering needs base=<run directory of robosteer-train>, e.g. base=runs/dp")
+    if algo == "expo" and base == "scratch":
+        raise UsageError(
+            "algo=expo needs base=<run directory of robosteer-train> (a diffusion or flow policy)"
+        )
+    if algo == "expo" and base.startswith(("ws://", "wss://")):
+        raise UsageError(
+            f"base={base}: a served base is steered by algo=dsrl (through its initial noise); EXPO trains "
+            "a copy of its base, which a server cannot lend: give EXPO a run directory"
         )
 
 

@@ -336,29 +336,6 @@ def plot_learning_curve(history: list[dict[str, float]], path: Path, title: str)
     plt.close(fig)
 
 
-def check_base_choice(cfg: DictConfig, algo: str, served: bool) -> None:
-    """Refuse an algorithm with a base it cannot steer, before anything is loaded."""
-    from robosteer.policies.steering.scratch import SCRATCH
-
-    if (
-        algo != "dsrl" and "dsrl" in cfg
-    ):  # only preset=reference adds DSRL's keys to another algorithm's config
-        raise UsageError(
-            f"preset=reference holds ajwagen/dsrl's values: use it with algo=dsrl, not algo={algo}"
-        )
-    if algo == "expo" and cfg.base == SCRATCH:
-        raise ValueError(
-            "algo=expo needs base=<run directory of robosteer-train> (a diffusion or flow policy)"
-        )
-    if not cfg.base:
-        raise ValueError("steering needs base=<run directory of robosteer-train>, e.g. base=runs/dp")
-    if served and algo != "dsrl":
-        raise UsageError(
-            f"base={cfg.base}: a served base is steered by algo=dsrl (through its initial noise); EXPO trains "
-            "a copy of its base, which a server cannot lend: give EXPO a run directory"
-        )
-
-
 def load_base(cfg: DictConfig, device: Any) -> LoadedBase:
     """The frozen base (policies/bases.py): a run directory, a served policy (DSRL over the wire), or
     base=scratch, whose identity map takes its size from the task's env."""
@@ -459,7 +436,6 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """Build base, env, agent and evaluation from the config and run DSRL or EXPO."""
     import torch
 
-    from robosteer.policies.bases import base_source
     from robosteer.policies.checkpoint import state_dict_hash
     from robosteer.policies.steering.loop import resolve_device
     from robosteer.policies.steering.scratch import SCRATCH
@@ -467,8 +443,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     torch.set_num_threads(int(cfg.threads))
     robot_rewards(cfg)
     device = resolve_device(cfg.get("device", "cpu"))  # before anything is loaded: a bad value fails first
-    algo = _algo(cfg)
-    check_base_choice(cfg, algo, base_source(str(cfg.base or "")) == "served")
+    algo = _algo(cfg)  # the base suits it: guards.check_steer_base, before Hydra started
     loaded = load_base(cfg, device)
     base, task = loaded.policy, loaded.task
     steering = build_steering(cfg, algo, loaded, device)

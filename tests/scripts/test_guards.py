@@ -178,3 +178,26 @@ def test_dataset_lists_its_subcommands(argv: list[str], says: str) -> None:
     with pytest.raises(guards.UsageError, match="subcommand") as err:
         peel_command(["robosteer-dataset", *argv])
     assert says in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["algo=expo", "base=scratch", "task=reach-v3"], "algo=expo needs base=<run directory"),
+        (["algo=expo", "base=ws://127.0.0.1:9"], "a served base is steered by algo=dsrl"),
+        (["algo=expo", "preset=reference", "base=base"], "use it with algo=dsrl, not algo=expo"),
+    ],
+)
+def test_steer_refuses_a_base_its_algorithm_cannot_steer(
+    args: list[str], says: str, work: Path, capsys
+) -> None:
+    """check_steer_base: before Hydra starts, and with nothing written (out= does not come to exist)."""
+    before = _tree(work)
+    assert says in _refused("steer", [*args, "out=new"], capsys)
+    assert _tree(work) == before and not (work / "new").exists()
+
+
+def test_steer_takes_each_base_its_algorithm_can_steer(work: Path) -> None:
+    for args in (["base=base"], ["algo=expo", "base=base"], ["base=scratch", "variant=sac", "task=reach-v3"],
+                 ["base=ws://127.0.0.1:9", "task=reach-v3"], ["preset=reference", "base=base"]):  # fmt: skip
+        check_overrides("robosteer-steer", "steer", [*args, "out=new"])
