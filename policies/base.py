@@ -53,7 +53,7 @@ class PolicyConfig:
     unet_cond_predict_scale: bool = True  # FiLM predicts scale and bias (diffusion_policy's), not bias only
     # observation encoders
     lowdim_hidden: tuple[int, ...] = ()  # () = identity on normalised state (diffusion_policy's choice)
-    # ours: sized for a 2-core CPU (398 samples/s at batch 64; (32, 64, 128): 168), the CLI's since it had images
+    # ours: conv channels of the small image encoder, sized for a 2-core CPU (docs/experiments/imitation.md)
     rgb_channels: tuple[int, ...] = (16, 32, 32)
     rgb_num_kp: int = 32
     rgb_feature_dim: int = 64

@@ -70,8 +70,9 @@ class NoiseDecoder(Protocol):
 class DSRLConfig:
     """Every DSRL hyperparameter, each default written once here and labelled: "reference" is
     ``ajwagen/dsrl``'s own value (cfg/robomimic + the SB3 fork's dsrl.py; checked by
-    tests/configs/test_reference_labels.py), "ours" differs, with the reason. configs/algo/dsrl.yaml overrides
-    only what this CPU needs, each override with its reason; ``robosteer-steer --cfg job`` prints them all."""
+    tests/configs/test_reference_labels.py), "ours" differs, with a one-line reason (the runs behind each:
+    docs/experiments/dsrl_settings.md). configs/algo/dsrl.yaml composes these and sets none;
+    ``preset=reference`` restores the reference's values. ``robosteer-steer --cfg job`` prints them all."""
 
     variant: str = "na"  # reference: na (noise-aliased, preferred by the authors) | sac
     # per chunk transition of Ta=8 steps: with tau, values settle within a CPU's budget
@@ -79,7 +80,7 @@ class DSRLConfig:
     tau: float = 0.02  # ours (CPU): Polyak rate of the target critic, with gamma (reference 0.005)
     actor_lr: float = 3e-4  # reference
     critic_lr: float = 3e-4  # reference
-    # 0: α stays at init_temperature. Learned (reference), α decays and the actor's success swings 0.3-0.9
+    # 0: α stays at init_temperature; learned, α decays and success swings (docs/experiments/dsrl_settings.md)
     temperature_lr: float = 0.0  # ours (CPU): reference 3e-4, learned toward target_entropy
     batch_size: int = 128  # ours (CPU): NA decodes the base for every TD target (reference 256)
     hidden: list[int] = field(
@@ -94,31 +95,24 @@ class DSRLConfig:
     # NA: Q^W distillation steps per vector-env step (num_envs=4 transitions); cheap with the noise bank
     noise_critic_steps: int = 16  # ours (CPU): reference 10 per 20 critic steps
     # NA: latents per state in a distillation batch. 1 (reference): Q^W(s, w) ≈ Q^A(s, π(s, w)). K > 1 (ours):
-    # Q^W learns the within-state advantage (all the actor's gradient uses), not Q^A's 10× larger spread.
+    # Q^W learns the within-state advantage the actor's gradient uses (docs/experiments/dsrl_settings.md)
     noise_critic_samples: int = 8  # ours: reference 1
-    # NA: > 0 keeps a bank of that many observed states, each with K latents decoded once (the frozen base
-    # never makes a chunk stale): K − 1 from N(0, I) and the one the actor played there. Distillation reads it
-    # instead of decoding (85% of a CPU step), and the played latents fit Q^W where the tanh-bounded actor
-    # lives, which N(0, I) alone over-rates (push-v3: predicted advantage 4.8 vs 0.8 under Q^A).
+    # NA: > 0 keeps that many observed states, each with K latents decoded once (K − 1 from N(0, I), the one
+    # played): distillation skips decoding, fits Q^W where the actor lives (docs/experiments/dsrl_settings.md)
     noise_bank: int = 50_000  # ours: reference 0, fresh latents on replay batches
     # Subtract α·log π(w'|s') in the TD target (SB3 SAC); a 64-d latent's entropy swamps the -1/chunk reward
     backup_entropy: bool = False  # ours (CPU): reference true
-    # > 0 (ours): Polyak rate of an averaged copy of the actor, per actor step. It is the actor that acts
-    # wherever the run is judged (periodic evaluation, ``best``, the checkpoint, eval and deployment);
-    # exploration stays with the trained actor. The trained actor follows a critic that keeps moving, so its
-    # success swings between evaluations (push-v3: 0.88-0.98 over the last 30k env steps of a 100k run,
-    # final 0.84-0.89 vs best 0.92-0.96); the average holds what the recent actors share.
+    # > 0 (ours): Polyak rate, per actor step, of an averaged actor that acts wherever the run is judged
+    # (evaluation, ``best``, checkpoints, deployment); the trained actor explores, its success swings
+    # (docs/experiments/dsrl_settings.md)
     actor_tau: float = 0.002  # ours: about the last 500 actor steps (reference 0: the trained actor acts)
-    # The actor and critics read the observations the base's own normaliser maps min-max to [-1, 1] (its low-dim
-    # keys; other keys, e.g. an embedding or a privileged state it does not read, stay raw). The reference's
-    # DPPO env wrapper hands SB3 observations normalised with the base's normalization.npz. Raw Meta-World
-    # states move the object by a few hundredths between episodes, which a 78-d input barely resolves.
+    # The actor and critics read observations the base's own normaliser maps min-max to [-1, 1] (its low-dim
+    # keys; others stay raw), as the reference's DPPO env wrapper does (docs/experiments/dsrl_settings.md)
     normalize_obs: bool = True  # reference
     # > 0 (ours; simulation only, ``actor_obs=encoder`` with ``critic_obs=state``): weight of an auxiliary loss on
-    # the actor's own encoder, a linear head regressing the privileged state window the critics read (each
-    # entry standardised by running statistics, its spread floored at ``AUX_STD_FLOOR``). The actor's loss alone
-    # trains that encoder slowly: push-v3's σ 0.3 pixel base drops the goal's y, and an actor steering through it
-    # aims at one y. Acting and deployment still read only the policy's inputs; the head is never used to act.
+    # the actor's own encoder, a linear head regressing the critics' privileged state window (standardised,
+    # spread floored at ``AUX_STD_FLOOR``; never used to act): the actor's loss alone trains that encoder
+    # slowly (docs/experiments/dsrl_settings.md)
     encoder_aux: float = 0.0  # ours: 0, off (no reference trains an actor's encoder on privileged labels)
 
     def __post_init__(self) -> None:

@@ -58,7 +58,8 @@ BC_ONLINE = ("all", "success")
 class EXPOConfig:
     """Every EXPO / RLPD hyperparameter, each default written once here and labelled: "reference" is
     ``Servo97/EXPO``'s own value (configs/expo_config.py, scripts/; checked by tests/configs/test_reference_labels.py),
-    "ours" differs, with the reason. configs/algo/expo.yaml overrides only what a 2-core CPU needs."""
+    "ours" differs, with a one-line reason (the runs behind each: docs/experiments/expo.md).
+    configs/algo/expo.yaml composes these and sets none."""
 
     policy: str = "otf"  # reference; otf: EXPO (base + edit + on-the-fly argmax) | sac: RLPD's Gaussian actor
     action: str = "chunk"  # ours: the executed Ta-step chunk is one MDP action | single: one step (reference)
@@ -72,9 +73,8 @@ class EXPOConfig:
     tau: float = 0.005  # reference: Polyak rate of the target critic (per critic step)
     base_ema: float = 0.001  # reference (tau_actor): Polyak rate of the EMA base (acting/eval), per base step
     critic_lr: float = 3e-4  # reference
-    # the edit actor (RLPD: the SAC actor). The reference decays it on the base's cosine schedule
-    # (expo_learner.py: the edit actor's Adam takes the same decayed actor_lr), over base_decay_steps = 3M
-    # gradient steps: a CPU run's tens of thousands of steps stay within 0.1% of 3e-4, so it is kept constant
+    # the edit actor (RLPD: the SAC actor). The reference decays it on the base's cosine over base_decay_steps
+    # = 3M gradient steps (expo_learner.py); a CPU run's tens of thousands stay within 0.1% of 3e-4
     edit_lr: float = 3e-4  # ours: constant (reference 3e-4 on a cosine decay over 3M steps)
     temperature_lr: float = 3e-4  # reference
     base_lr: float = 3e-4  # reference: AdamW with cosine decay over base_decay_steps
@@ -90,8 +90,8 @@ class EXPOConfig:
     # target in ε's coordinates; off, −d/2 lies above the β-box's largest entropy d·log 2β when β < e^-½/2
     adjust_target_entropy: bool = False  # reference
     backup_entropy: bool = False  # reference: EXPO has no entropy in the backup (every script); RLPD: true
-    # which base decodes the TD backup's N samples at s': online (reference) | ema | bank: the EMA base's
-    # samples decoded once, at storage, so a critic step decodes nothing (ours, for CPUs: 80 % of a step)
+    # which base decodes the TD backup's N samples at s': online (reference) | ema | bank: the EMA base's samples
+    # decoded once, at storage, so a critic step decodes nothing (ours, for CPUs; docs/experiments/expo.md)
     backup_base: str = "online"  # reference
     bc_offline_ratio: float = 0.5  # share of demonstration windows in each base BC batch
     bc_buffer_size: int = 100_000  # ours: online BC windows kept (the reference imitates the replay itself)

@@ -27,9 +27,8 @@ from robosteer.policies.steering.steerability import THRESHOLDS, BaseDecoder, St
 class AutoNoiseConfig:
     """What ``action_noise_std=auto`` tries, and how much it may spend on trying (the Python API sets it)."""
 
-    # ours: σ tried smallest first, in env units like action_noise_std. 0: demos already varied enough (a
-    # human's); 0.1 -> 0.2 -> 0.3 took push-v3's 10-clean-demo base from not to weakly to steerable
-    # (docs/experiments/dsrl_steerability.md); 0.5: for a task where 0.3 left it weakly steerable (issue 61)
+    # ours: σ tried smallest first, in env units like action_noise_std; 0 for demos already varied (a
+    # human's), then steps that take a clean-demo base to steerable (docs/experiments/imitation.md)
     candidates: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.5)
     # ours: gradient steps of each probe (capped at the run's steps): the extra training is at most this
     # times len(candidates) - 1; a third of the README's 3k-step recipe, past the 500-step LR warm-up
