@@ -234,7 +234,7 @@ def main() -> None:
     parser.add_argument("--critic-steps", type=int, default=20000)
     parser.add_argument("--algo", default="calql", choices=["calql", "iql"])
     parser.add_argument("--score", default="first", choices=["first", "chunk"])
-    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--temperature", type=float, default=0.0)  # ours: argmax (reference eval script: 1.0)
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--num-envs", type=int, default=4)
     parser.add_argument("--latency-reps", type=int, default=20)

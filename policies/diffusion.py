@@ -83,6 +83,8 @@ def ddim_update(
     else:  # v_prediction
         x0 = sa * x - sb * out
         eps = sa * out + sb * x
+    # ours (DDIM's ε after clipping): ε stays the one before x0 is clipped (diffusers' default,
+    # use_clipped_model_output=False); DSRL's reference base (DPPO's p_mean_var) recomputes ε from the clipped x0
     if clip is not None:
         x0 = x0.clamp(-clip, clip)
     return sap * x0 + sdir * eps

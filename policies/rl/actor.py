@@ -10,7 +10,11 @@ from torch import nn
 
 from robosteer.policies.rl.nets import activation, mlp
 
-LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SB3's clamp, as in the DSRL reference actor
+# The log-std clamp of every actor here: DSRL's reference actor (SB3's) and EXPO's edit actor (jaxrl's TanhNormal)
+# clamp log σ to [-20, 2] alike.
+# ours (Cal-QL's log-std clamp): one clamp for every actor; V-GPS's Cal-QL actor (jaxrl_m's Policy) clips σ
+# itself to [1e-5, 10], log σ in about [-11.5, 2.3]
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
 
 def tanh_log_det(u: torch.Tensor) -> torch.Tensor:

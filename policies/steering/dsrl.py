@@ -534,6 +534,8 @@ class DSRL(OnlineLearner):
     def _play(self, latent: torch.Tensor, chunk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Remember the played (latent, chunk) for ``observe``; (taken, chunk) for the replay."""
         self._played = (latent, chunk)
+        # ours (Q^A's actions): NA stores the executed chunk in raw units (the base's sample(), as offline demos);
+        # the reference's buffer holds the base's normalised actions (DPPO's [-1, 1], its env unnormalises them)
         return (chunk.flatten(1) if self.config.variant == "na" else latent), chunk
 
     def learn(
@@ -564,6 +566,8 @@ class DSRL(OnlineLearner):
         self.bank_states(obs)
 
     def eval_policy(self) -> SteeredPolicy:
+        # ours (mean-latent evaluation): the periodic evaluations, and so ``best``, act with the actor's mean
+        # latent (SteeredPolicy's default); the reference evaluates sampled latents (deterministic_eval: False)
         return SteeredPolicy(self.frozen_base, self)
 
     def extra_state(self) -> dict[str, Any]:

@@ -266,6 +266,8 @@ class EXPO(OnlineLearner):
         noise = torch.randn(
             b * n, *self.noise_shape, generator=generator, device=self.device
         )  # (B·N, Tp, Da)
+        # ours (EXPO's base sampler): sample() from given noise runs DDIM (eta = 0; a flow base: its ODE); the
+        # reference samples its T=10 DDPM ancestrally (ddpm_sampler, x clipped to [-1, 1] at every step)
         chunks = torch.as_tensor(base.sample(rep, noise=noise))  # (B·N, Tp, Da)
         return chunks[:, self.exec_slice].reshape(b, n, self.action_dim)
 

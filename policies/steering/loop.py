@@ -30,13 +30,17 @@ class OnlineRunConfig:
     """The online loop's knobs (per-chunk MDP; all counts in env steps unless named otherwise)."""
 
     env_steps: int = 100_000  # budget of executed env steps (chunks × steps executed)
-    # transitions collected with the learner's warm-up action before learning (DSRL: w ~ N(0, I); EXPO: uniform
-    # random MDP actions). References: DSRL init_rollout_steps vector-env steps, EXPO 5,000 env steps
-    warmup_chunks: int = 200  # ours (CPU)
+    # chunk transitions collected with the learner's warm-up action before learning (DSRL: w ~ N(0, I); EXPO:
+    # uniform random MDP actions). DSRL's reference collects init_rollout_steps (1,501 lift/can, 2,001 square)
+    # vector-env steps of 4 envs, each a Ta=4 chunk: 6,004-8,004 transitions, 24k-32k env steps; EXPO's
+    # start_training is 5,000 single-step transitions (env steps)
+    warmup_chunks: int = 200  # ours (CPU): reference DSRL 6,004-8,004 chunk transitions, EXPO 5,000 steps
     # gradient steps per collected transition (EXPO: critic steps per transition); reference DSRL 5, EXPO 20
     utd: float = 2.0  # ours (CPU)
-    reward: str = "sparse"  # sparse: −1 per chunk, 0 on the chunk that succeeds | dense: summed env reward
-    # | shaped: the dense reward as a cost in [-1, 0] per chunk (policies.rl.offline.shaped_chunk_reward)
+    # EXPO's default (DSRLRunConfig sets DSRL's); shaped: policies.rl.offline.shaped_chunk_reward
+    reward: str = (  # ours: a −1/0 success cost, as DSRL's reference (EXPO's reference: the env's own 0/1 reward)
+        "sparse"  # | sparse: −1 per chunk, 0 on the chunk that succeeds | dense: summed env reward
+    )  # | shaped: the dense reward as a cost in [-1, 0] per chunk
     reward_scale: float = 10.0  # shaped: the env's largest per-step reward (Meta-World v3: 10)
     buffer_size: int = 500_000  # chunk transitions
     offline_ratio: float = 0.0  # share of every batch drawn from the offline demonstrations
@@ -549,6 +553,8 @@ def run_online(
             done_any = terminated | np.asarray(truncated)
             real_next = final_obs(info, next_obs, done_any, keys)
             next_t = o.tensors(real_next)
+            # ours (time-outs): a time-out bootstraps (done = success only); DSRL's and EXPO's references store
+            # it as terminal (ActionChunkWrapper returns truncated=False; train_robo.py masks it to 0)
             o.buffer.add(
                 **{f"obs/{k}": obs_t[k] for k in keys},
                 **{f"next_obs/{k}": next_t[k] for k in keys},

@@ -68,8 +68,8 @@ class VGPSPolicy:
         self,
         policy: ChunkSampler,
         critic: Any,
-        samples: int = 16,
-        temperature: float = 0.0,
+        samples: int = 16,  # ours (V-GPS's K): K base samples per re-plan on a CPU; reference eval_vgps.sh 50
+        temperature: float = 0.0,  # ours (V-GPS's β): argmax, as every run measured here; reference 1.0
         score: str = "first",
         n_obs_steps: int | None = None,
         n_action_steps: int | None = None,

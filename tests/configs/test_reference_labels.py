@@ -10,7 +10,9 @@ The tables below are the references' own values, with where they come from (see
 ``experiments/configs/train_config.py``, ``jaxrl_m/agents/continuous/{cql,sac,gc_iql}.py``,
 ``jaxrl_m/networks/mlp.py``), ``ajwagen/dsrl`` (cfg/robomimic + the SB3 fork's dsrl.py), and EXPO
 (Servo97/EXPO@bbd5713 ``configs/expo_config.py``, ``scripts/**``). A line whose comment starts with
-"reference" must match; a value that differs must say "ours" (or "CPU") with its reason.
+"reference" must match; a value that differs must say "ours" (or "CPU") with its reason. ``DEVIATIONS`` pins
+the deviations no default value shows (time-outs, evaluation with the mean latent, Q^A's action units, V-GPS's
+selection defaults, EXPO's reward and base sampler, the actors' log-std clamp, DDIM's ε) as labelled "ours".
 """
 
 from __future__ import annotations
@@ -245,3 +247,115 @@ def _with_default(cls: type, name: str, value: object) -> Any:
         init(self, *args, **{name: value, **kwargs})
 
     return patched
+
+
+# ---------------------------------------------------------------------------------------- deviations
+ROOT = Path(__file__).resolve().parents[2]
+
+# Deviations from the references that comparing default values cannot catch, each labelled "ours" where it
+# lives: a config dataclass field (``Class.field``: its help text, scripts/help.py, inherited fields included),
+# a YAML key (its comment), or a marked comment ``# ours (<topic>): ...`` at the code that deviates (no field
+# holds it); and named in its algorithm page's "Where it differs from the reference" section (a phrase of it).
+# Each was checked against the reference's code (../shared/reference/algorithms.md and the authors' repos).
+# (file, "Class.field" | YAML key | "(<topic>)", label, docs/algorithms page, phrase in its section)
+DEVIATIONS: list[tuple[str, str, str, str, str]] = [
+    # time-outs bootstrap; DSRL's reference (ActionChunkWrapper: done, truncated=False) and EXPO's robomimic
+    # entry (train_robo.py: mask 0 at the horizon) store them as terminal
+    ("policies/steering/loop.py", "(time-outs)", "ours", "dsrl", "A time-out bootstraps"),
+    ("policies/steering/loop.py", "(time-outs)", "ours", "expo", "A time-out bootstraps"),
+    # DSRL's periodic evaluations (so `best`) and robosteer-eval act with the mean latent; the reference samples
+    (
+        "policies/steering/dsrl.py",
+        "(mean-latent evaluation)",
+        "ours",
+        "dsrl",
+        "act with the actor's mean latent",
+    ),
+    ("configs/eval.yaml", "deterministic", "ours", "dsrl", "act with the actor's mean latent"),
+    # Q^A reads raw executed actions; the reference's buffer holds the base's (DPPO's) normalised actions
+    ("policies/steering/dsrl.py", "(Q^A's actions)", "ours", "dsrl", "Q^A reads the executed chunk in raw"),
+    # V-GPS selects among 16 samples at β = 0; the reference's eval_vgps.sh draws 50 at β = 1
+    ("configs/eval.yaml", "samples", "ours", "vgps", "`samples=16`"),
+    ("configs/eval.yaml", "temperature", "ours", "vgps", "`temperature=0`"),
+    ("policies/steering/vgps.py", "(V-GPS's K)", "ours", "vgps", "`samples=16`"),
+    ("policies/steering/vgps.py", "(V-GPS's β)", "ours", "vgps", "`temperature=0`"),
+    # EXPO's reward is a −1/0 success cost; the reference learns from the env's own reward
+    ("policies/steering/expo.py", "EXPORunConfig.reward", "ours", "expo", "−1/0 success cost"),
+    # EXPO's candidates decode drawn noise with DDIM; the reference samples its T = 10 DDPM ancestrally
+    ("policies/steering/expo.py", "(EXPO's base sampler)", "ours", "expo", "base's samples come from DDIM"),
+    # the networks: Cal-QL's actor clamps log σ to [-20, 2] (DSRL's and EXPO's value; jaxrl_m clips σ to
+    # [1e-5, 10]); DDIM keeps ε from before x0's clip (DPPO, DSRL's base, recomputes it)
+    ("policies/rl/actor.py", "(Cal-QL's log-std clamp)", "ours", "vgps", "log-std"),
+    ("policies/diffusion.py", "(DDIM's ε after clipping)", "ours", "dsrl", "DPPO recomputes ε"),
+]
+
+
+def _first_word(comment: str) -> str:
+    m = re.match(r"\s*(\w+)", comment)
+    return m.group(1).lower() if m else ""
+
+
+def _deviation_label(path: str, anchor: str, text: str | None = None) -> str:
+    """The label ``anchor`` of ``path`` carries (``text``: the file's text instead of the file's)."""
+    if re.fullmatch(r"[A-Z]\w*\.\w+", anchor):  # Class.field: what --help shows (scripts/help.py)
+        import importlib
+
+        from robosteer.scripts.help import field_comments
+
+        module = importlib.import_module("robosteer." + path.removesuffix(".py").replace("/", "."))
+        cls_name, name = anchor.split(".")
+        return _first_word(field_comments(getattr(module, cls_name)).get(name, ""))
+    text = (ROOT / path).read_text() if text is None else text
+    if anchor.startswith("("):  # a marked comment: "# <label> (<topic>): ..."
+        found = re.findall(rf"#\s*(\w+)\s+{re.escape(anchor)}:", text)
+        assert len(found) == 1, f"{path}: {len(found)} comments marked {anchor!r} (expected one)"
+        return found[0].lower()
+    found = re.findall(rf"^{re.escape(anchor)}:[^#\n]*#(.*)$", text, flags=re.M)  # a top-level YAML key
+    assert len(found) == 1, f"{path}: {len(found)} keys {anchor!r} (expected one)"
+    return _first_word(found[0])
+
+
+def _differs_section(page: str) -> str:
+    text = (ROOT / "docs" / "algorithms" / f"{page}.md").read_text()
+    start = text.index("## Where it differs from the reference")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end >= 0 else len(text)]
+
+
+@pytest.mark.parametrize(("path", "anchor", "label", "page", "phrase"), DEVIATIONS, ids=lambda v: str(v)[:40])
+def test_every_known_deviation_is_labelled_ours(
+    path: str, anchor: str, label: str, page: str, phrase: str
+) -> None:
+    """A deviation relabelled "reference" (or its label or marker dropped) fails here."""
+    got = _deviation_label(path, anchor)
+    assert got == label, (
+        f"{path}: {anchor} is labelled {got or 'nothing'!r}, but it differs from the reference"
+    )
+    section = " ".join(_differs_section(page).split())  # the page's wrapped lines joined
+    assert phrase in section, (
+        f"docs/algorithms/{page}.md's differs section does not name {anchor} ({phrase!r})"
+    )
+
+
+def test_the_warmup_label_quotes_the_references_in_transitions() -> None:
+    """DSRL's reference warm-up is init_rollout_steps vector-env steps of 4 envs' chunks, not 1,501-2,001 env
+    steps; the help line says so in the loop's own unit (chunk transitions)."""
+    from robosteer.policies.steering.dsrl import DSRLRunConfig
+    from robosteer.scripts.help import field_comments
+
+    text = field_comments(DSRLRunConfig)["warmup_chunks"]
+    assert text.startswith("ours") and "6,004-8,004 chunk transitions" in text, text
+
+
+def test_a_relabelled_deviation_is_caught() -> None:
+    """The check reads the labels from the source: "reference" in place of "ours" fails it, for a marked comment
+    and for a YAML key alike."""
+    loop = (ROOT / "policies/steering/loop.py").read_text()
+    planted = loop.replace("# ours (time-outs):", "# reference (time-outs):")
+    assert _deviation_label("policies/steering/loop.py", "(time-outs)", planted) == "reference"
+    planted = loop.replace("# ours (time-outs):", "# (time-outs):")
+    with pytest.raises(AssertionError, match="0 comments marked"):
+        _deviation_label("policies/steering/loop.py", "(time-outs)", planted)
+    yaml_text = (ROOT / "configs/eval.yaml").read_text()
+    planted = re.sub(r"^(temperature:[^#]*#\s*)ours", r"\1reference", yaml_text, flags=re.M)
+    assert _deviation_label("configs/eval.yaml", "temperature", planted) == "reference"
