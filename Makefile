@@ -21,7 +21,7 @@ test: $(STAMP) typecheck
 	$(PY) -m ruff check .
 	$(PY) benchmarks/results_tables.py
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet --site-dir $(VENV)/docs-site
-	$(PY) -m pytest --durations=20
+	$(PY) -m pytest -n 2 --dist loadgroup --durations=20
 
 # The docs site (mkdocs.yml over docs/): regenerate the CLI reference and the algorithm pages' hyperparameter
 # tables from the commands' --help (tests/docs/test_cli_reference.py fails while they are stale), then build

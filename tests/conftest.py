@@ -23,6 +23,30 @@ if importlib.util.find_spec("hydra") is not None:
 
     schemas.register(eval_sources=True)  # the tests compose robosteer-eval's config too
 
+# `make test` runs the suite on two workers (pytest-xdist, --dist loadgroup). A group's tests stay on one worker, in
+# order, so its module-scoped fixtures are built once: a module is a group, except that the tests sharing the
+# session's pixel base form one, steer's robot tests another (they balance the two workers), and the tests that
+# start a Ray cluster share one worker, so two clusters never start at once.
+RAY_TESTS = ("tests/real/test_learner.py", "::test_learner_on_ray_")
+ROBOT_TESTS = ("tests/scripts/test_steer.py", ("twin", "robot", "operator", "classifier"))
+
+
+def _worker_group(item: pytest.Item) -> str:
+    path = item.nodeid.split("::")[0]
+    if any(part in item.nodeid for part in RAY_TESTS):
+        return "ray"
+    if "pixel_base_run" in getattr(item, "fixturenames", ()):
+        return "pixel_base_run"
+    if path == ROBOT_TESTS[0] and any(word in item.name for word in ROBOT_TESTS[1]):
+        return f"{path}::robot"
+    return path
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
+
+
 # The repository root (tests/ is one level down). On PYTHONPATH it makes `import robosteer` load this
 # checkout's robosteer/ (whose __init__ reaches up to policies/, sim/, ...), not an installed copy, so a
 # subprocess runs the code under test, also in a temporary copy (make faults) or a mutation stage.
