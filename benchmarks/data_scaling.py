@@ -36,6 +36,12 @@ def main() -> None:
     parser.add_argument("--policies", nargs="+", default=["diffusion", "flow", "streaming"])
     parser.add_argument("--demos", nargs="+", type=int, default=[10, 25, 100])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument(
+        "--collect",
+        type=int,
+        default=112,
+        help="expert episodes collected per task (112: >= 100 training demos after the 10%% validation split)",
+    )
     parser.add_argument("--steps", type=int, default=15000)
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--out", default="runs/bench/data_scaling")
@@ -48,14 +54,14 @@ def main() -> None:
     results_path = out / "results.jsonl"
     done = read_results(results_path, ("task", "policy", "demos", "seed"))
     for task in args.tasks:
-        demos = out / task / "demos"
+        # 112 kept episodes (the default): 10% go to the validation split, leaving >= 100 training demos
+        demos = out / task / ("demos" if args.collect == 112 else f"demos_{args.collect}")
         if not (demos / "demos.hdf5").exists():
-            # 112 kept episodes: 10% go to the validation split, leaving >= 100 training demos.
             _run(
                 [
                     "robosteer.scripts.collect",
                     f"task={task}",
-                    "episodes=112",
+                    f"episodes={args.collect}",
                     "progress=false",
                     f"out={demos}",
                 ],

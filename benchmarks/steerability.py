@@ -7,6 +7,9 @@ own success (its run's ``metrics.json``) to ``--rows``. The README's "What makes
 drawn from those rows (``python benchmarks/results_tables.py --write``).
 
     python benchmarks/steerability.py --base runs/dp_clean=runs/clean/demos.hdf5 --label clean-10 ...
+
+Extra ``robosteer-steer`` overrides go after ``--`` (e.g. ``steerability.episodes=2`` for a quick look; the
+row records the episodes the check ran).
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ def main() -> None:
     parser.add_argument(
         "--rows", default="docs/results/steerability.jsonl", help="append rows here ('': don't)"
     )
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        help="extra robosteer-steer overrides (after --), e.g. steerability.episodes=2 for a quick run",
+    )
     args = parser.parse_args()
     if len(args.label) != len(args.base):
         parser.error(f"{len(args.base)} --base pairs but {len(args.label)} --label values")
@@ -55,7 +63,7 @@ def main() -> None:
                 f"offline={demos}",
                 "check_only=true",
             ]
-            cmd += [f"seed={args.seed}", f"out={out}"]
+            cmd += [f"seed={args.seed}", *args.overrides, f"out={out}"]
             proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
