@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make demo`: the main job on the default task, end to end on this CPU (under 15 minutes with the install).
+# `make demo`: the main job on the default task, end to end on this 2-core CPU (about 14 minutes, plus the install).
 #   1. collect 100 scripted-expert demonstrations (robomimic HDF5)
 #   2. replay the dataset from its episode seeds (proves it regenerates exactly) and evaluate the expert
 #   3. train a Diffusion Policy on the demos, then evaluate it on 100 unseen initial states
@@ -8,7 +8,7 @@
 #      robosteer-steer's defaults (offline data = the base's own demos, shaped reward, averaged actor);
 #      base and steered policy evaluated on the same 100 states
 #   5. print the summary table; write a plot and rollout videos
-# Steps 2 and 3 run in the background beside step 4 (one core each): about 13 minutes here with the install.
+# Steps 2 and 3 run in the background beside step 4 (one core each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
