@@ -75,6 +75,8 @@ def check_device(value: str) -> None:
 # Keys naming a run directory (or one of its checkpoints) that the command reads; besides a path, ``base``
 # takes ``scratch`` and every one a served policy at ws://HOST:PORT.
 RUN_INPUTS = ("base", "checkpoint", "policy_source", "critic", "embed")
+SCRATCH = "scratch"  # base=scratch (policies/steering/scratch.SCRATCH, named here without importing torch)
+SERVED = ("ws://", "wss://")  # a served policy's address (real/client.is_url)
 
 
 def check_inputs(cfg: DictConfig) -> None:
@@ -85,7 +87,7 @@ def check_inputs(cfg: DictConfig) -> None:
         if key not in cfg or OmegaConf.is_missing(cfg, key) or cfg[key] is None:
             continue
         value = str(cfg[key])
-        if value == "scratch" or value.startswith(("ws://", "wss://")) or Path(value).expanduser().exists():
+        if value == SCRATCH or value.startswith(SERVED) or Path(value).expanduser().exists():
             continue
         name = "policy" if key == "policy_source" else key
         raise UsageError(
@@ -104,11 +106,11 @@ def check_steer_base(cfg: DictConfig) -> None:
         )
     if not base:
         raise UsageError("steering needs base=<run directory of robosteer-train>, e.g. base=runs/dp")
-    if algo == "expo" and base == "scratch":
+    if algo == "expo" and base == SCRATCH:
         raise UsageError(
             "algo=expo needs base=<run directory of robosteer-train> (a diffusion or flow policy)"
         )
-    if algo == "expo" and base.startswith(("ws://", "wss://")):
+    if algo == "expo" and base.startswith(SERVED):
         raise UsageError(
             f"base={base}: a served base is steered by algo=dsrl (through its initial noise); EXPO trains "
             "a copy of its base, which a server cannot lend: give EXPO a run directory"

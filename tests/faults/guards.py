@@ -15,8 +15,8 @@ FAULTS = [
     {
         "name": "guards: EXPO is let steer a served base",
         "file": GUARDS,
-        "old": 'if algo == "expo" and base.startswith(("ws://", "wss://")):',
-        "new": 'if algo == "expo" and base.startswith(("wss://",)):',
+        "old": 'if algo == "expo" and base.startswith(SERVED):',
+        "new": 'if algo == "expo" and base.startswith(SERVED[1:]):',
         "tests": [T_GUARDS],
     },
 ]
