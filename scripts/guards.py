@@ -75,8 +75,8 @@ def check_device(value: str) -> None:
 # Keys naming a run directory (or one of its checkpoints) that the command reads; besides a path, ``base``
 # takes ``scratch`` and every one a served policy at ws://HOST:PORT.
 RUN_INPUTS = ("base", "checkpoint", "policy_source", "critic", "embed")
-SCRATCH = "scratch"  # base=scratch (policies/steering/scratch.SCRATCH, named here without importing torch)
-SERVED = ("ws://", "wss://")  # a served policy's address (real/client.is_url)
+SCRATCH = "scratch"  # base=scratch (the SCRATCH of policies/steering/scratch.py, named here without importing torch)
+SERVED = ("ws://", "wss://")  # a served policy's address (what is_url in real/client.py accepts)
 
 
 def check_inputs(cfg: DictConfig) -> None:

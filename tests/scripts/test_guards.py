@@ -201,3 +201,13 @@ def test_steer_takes_each_base_its_algorithm_can_steer(work: Path) -> None:
     for args in (["base=base"], ["algo=expo", "base=base"], ["base=scratch", "variant=sac", "task=reach-v3"],
                  ["base=ws://127.0.0.1:9", "task=reach-v3"], ["preset=reference", "base=base"]):  # fmt: skip
         check_overrides("robosteer-steer", "steer", [*args, "out=new"])
+
+
+def test_the_guards_copies_of_scratch_and_served_agree_with_the_loaders() -> None:
+    """guards.py names ``scratch`` and the served schemes without importing torch; the loaders own them."""
+    from robosteer.policies.steering.scratch import SCRATCH
+    from robosteer.real.client import is_url
+
+    assert guards.SCRATCH == SCRATCH
+    for address in ("ws://h:8000", "wss://h:8000", "http://h:8000", "https://h:8000", "runs/base"):
+        assert is_url(address) == address.startswith(guards.SERVED), address
