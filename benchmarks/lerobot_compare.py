@@ -18,6 +18,11 @@ as its training loop calls it). LeRobot requires an image or ``observation.envir
 the 39-d Meta-World state is split: dims 0-3 (hand xyz + gripper) -> ``observation.state``, dims 4-38 ->
 ``observation.environment_state``; its global condition is then To * 39, exactly ours.
 
+The driver appends one row per run to ``--rows`` (default ``docs/results/lerobot_compare.jsonl``; ``''``: none):
+the settings, each side's min / median / count of every timing, its parameters and versions, and the
+provenance (command, commit, machine, load). ``results_tables.py`` draws the docs' table from those rows with
+the same code that prints it here.
+
 Module-level imports are stdlib only: each side imports its own stack inside its function.
 Run: ``.venv/bin/python benchmarks/lerobot_compare.py [--lerobot-python /tmp/lerobot-venv/bin/python]``.
 """
@@ -324,18 +329,26 @@ def run_side(python: Path, side: str, argv: list[str], out: Path) -> dict[str, A
     return json.loads(out.read_text())
 
 
-def fmt_ms(xs: list[float]) -> str:
-    """'min / median' ms."""
-    return f"{min(xs):.2f} / {statistics.median(xs):.2f}"
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One side's rounds as its part of the row: min, median and count of each timing over all rounds.
+
+    Min and median are what the table shows; the load after each round says how loaded each side ran.
+    """
+    first = runs[0]
+    out = {k: first[k] for k in ("torch", "version", "params_total", "params_denoiser")}
+    for kind in ("train", "chunk", "refill", "floor"):
+        xs = [x for run in runs for x in run[f"{kind}_ms"]]
+        out |= {f"{kind}_ms_min": min(xs), f"{kind}_ms_med": statistics.median(xs), f"{kind}_n": len(xs)}
+    out["loads"] = [run["load"] for run in runs]
+    if "config" in first:  # LeRobot's side: its DiffusionConfig's fields that set the sizes compared
+        out["config"] = first["config"]
+    return out
 
 
-def fmt_sps(step_ms: list[float], batch: int) -> str:
-    """Samples/s from the fastest and the median step: 'best / median'."""
-    return f"{batch / min(step_ms) * 1e3:,.0f} / {batch / statistics.median(step_ms) * 1e3:,.0f}"
+def driver(args: argparse.Namespace, config: dict[str, Any], passthrough: list[str]) -> None:
+    """Run both sides ``--rounds`` times, alternating; append the run's row (``--rows``) and print its table."""
+    from results_tables import LEROBOT_LAST_COLUMN, append_row, lerobot_compare_caption, lerobot_compare_table
 
-
-def driver(args: argparse.Namespace, passthrough: list[str]) -> None:
-    """Run both sides ``--rounds`` times, alternating, and print the combined table."""
     if not args.lerobot_python.exists():
         raise SystemExit(f"LeRobot venv not found at {args.lerobot_python}; see benchmarks/README.md")
     results: dict[str, list[dict[str, Any]]] = {"ours": [], "lerobot": []}
@@ -346,80 +359,21 @@ def driver(args: argparse.Namespace, passthrough: list[str]) -> None:
             for side, python in (("ours", args.ours_python), ("lerobot", args.lerobot_python)):
                 print(f"  round {r + 1}/{args.rounds}: {side} ...", flush=True)
                 results[side].append(run_side(python, side, common, Path(tmp) / f"{side}{r}.json"))
-    merged = {}
-    for side, runs in results.items():
-        m = dict(runs[0])
-        for key in ("train_ms", "chunk_ms", "floor_ms", "refill_ms"):
-            m[key] = [x for run in runs for x in run[key]]
-        m["loads"] = [run["load"] for run in runs]
-        merged[side] = m
-    o, lr = merged["ours"], merged["lerobot"]
-    b = args.batch_size
+    row = {
+        **config,
+        "rounds": args.rounds,
+        "threads": 1,
+        "robosteer": summarise(results["ours"]),
+        "lerobot": summarise(results["lerobot"]),
+    }
+    if args.rows:
+        append_row(args.rows, row)
+    o, lr = row["robosteer"], row["lerobot"]
+    print(f"\nCPU {platform.machine()}, {os.cpu_count()} CPUs. {lerobot_compare_caption(row)}\n")
+    print(lerobot_compare_table(row))
     print(
-        f"\nrobosteer vs LeRobot {lr['version']} DiffusionPolicy, CPU {platform.machine()} {os.cpu_count()} CPUs, "
-        f"1 thread each; torch {o['torch']} (ours) / {lr['torch']} (LeRobot); {args.rounds} alternating rounds\n"
-        f"UNet down_dims={list(args.down_dims)} kernel={args.kernel_size} n_groups={args.n_groups} "
-        f"step_embed={args.step_embed_dim} FiLM scale; To={args.n_obs_steps} Tp={args.horizon} "
-        f"Ta={args.n_action_steps}; DDIM {args.train_timesteps} train / {args.inference_steps} inference steps, "
-        f"epsilon prediction; batch {b}, {args.warmup} warm-up + {args.steps} timed steps per round\n"
-    )
-    rows = [
-        (
-            "parameters, whole policy",
-            f"{o['params_total']:,}",
-            f"{lr['params_total']:,}",
-            f"{o['params_total'] / lr['params_total']:.3f}",
-        ),
-        (
-            "parameters, denoiser (UNet)",
-            f"{o['params_denoiser']:,}",
-            f"{lr['params_denoiser']:,}",
-            f"{o['params_denoiser'] / lr['params_denoiser']:.3f}",
-        ),
-        (
-            "train samples/s (best / median step)",
-            fmt_sps(o["train_ms"], b),
-            fmt_sps(lr["train_ms"], b),
-            f"{statistics.median(lr['train_ms']) / statistics.median(o['train_ms']):.2f}",
-        ),
-        (
-            "train ms / step (min / median)",
-            fmt_ms(o["train_ms"]),
-            fmt_ms(lr["train_ms"]),
-            f"{statistics.median(o['train_ms']) / statistics.median(lr['train_ms']):.2f}",
-        ),
-        (
-            "chunk ms, batch 1: `sample` / `predict_action_chunk` (min / median)",
-            fmt_ms(o["chunk_ms"]),
-            fmt_ms(lr["chunk_ms"]),
-            f"{statistics.median(o['chunk_ms']) / statistics.median(lr['chunk_ms']):.2f}",
-        ),
-        (
-            "refill ms, batch 1: `act` / pre + `select_action` + post (min / median)",
-            fmt_ms(o["refill_ms"]),
-            fmt_ms(lr["refill_ms"]),
-            f"{statistics.median(o['refill_ms']) / statistics.median(lr['refill_ms']):.2f}",
-        ),
-        (
-            f"floor: {args.inference_steps} bare UNet calls (min / median)",
-            fmt_ms(o["floor_ms"]),
-            fmt_ms(lr["floor_ms"]),
-            f"{statistics.median(o['floor_ms']) / statistics.median(lr['floor_ms']):.2f}",
-        ),
-        (
-            "chunk / floor (median)",
-            f"{statistics.median(o['chunk_ms']) / statistics.median(o['floor_ms']):.2f}",
-            f"{statistics.median(lr['chunk_ms']) / statistics.median(lr['floor_ms']):.2f}",
-            "",
-        ),
-    ]
-    print("| metric | robosteer | LeRobot | robosteer / LeRobot |")
-    print("|---|---|---|---|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
-    print(
-        "\nLast column: the row's median value, robosteer / LeRobot (samples/s: >1 = ours faster; ms: <1 = ours "
-        f"faster). Load averages (1/5/15 min) after each run: ours {o['loads']}, LeRobot {lr['loads']}"
+        f"\n{LEROBOT_LAST_COLUMN} Load averages (1/5/15 min) after each run: ours {o['loads']}, "
+        f"LeRobot {lr['loads']}"
     )
     print(f"LeRobot config: {json.dumps(lr['config'])}")
 
@@ -432,6 +386,9 @@ def main() -> None:
     parser.add_argument("--ours-python", type=Path, default=DEFAULT_OURS_PYTHON)
     parser.add_argument("--lerobot-python", type=Path, default=DEFAULT_LEROBOT_PYTHON)
     parser.add_argument("--rounds", type=int, default=2, help="alternating ours/LeRobot rounds")
+    parser.add_argument(
+        "--rows", default="docs/results/lerobot_compare.jsonl", help="append the run's row here ('': don't)"
+    )
     side_args = parser.add_argument_group("passed to both sides")
     side_args.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
     side_args.add_argument("--down-dims", type=int, nargs="+", default=[64, 128, 256])
@@ -450,13 +407,18 @@ def main() -> None:
     args = parser.parse_args()
     if args.side is None:
         passthrough: list[str] = []
+        config: dict[str, Any] = {}
         for action in side_args._group_actions:  # forward every side option, defaults included
             value = getattr(args, action.dest)
             passthrough += [
                 action.option_strings[0],
                 *map(str, value if isinstance(value, list) else [value]),
             ]
-        driver(args, passthrough)
+            if isinstance(value, Path):  # the dataset, named from the repository root when it lies inside
+                path = value.resolve()
+                value = str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+            config[action.dest] = value
+        driver(args, config, passthrough)
         return
     if args.result is None or args.batches is None:
         parser.error("--side needs --result and --batches")

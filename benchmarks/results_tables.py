@@ -751,6 +751,90 @@ def inference_latency(rows: list[Row]) -> str:
     return text
 
 
+# The measured settings of a lerobot_compare row: a re-run of the same ones supersedes the earlier row
+# (the budget, --warmup/--steps/--reps/--rounds, does not make a new configuration).
+LEROBOT_CONFIG = (
+    "down_dims",
+    "kernel_size",
+    "n_groups",
+    "step_embed_dim",
+    "n_obs_steps",
+    "horizon",
+    "n_action_steps",
+    "train_timesteps",
+    "inference_steps",
+    "batch_size",
+)
+LEROBOT_LAST_COLUMN = (
+    "Last column: the row's median value, robosteer / LeRobot (samples/s: >1 = ours faster; ms: <1 = ours "
+    "faster)."
+)
+
+
+def lerobot_compare_caption(r: dict[str, Any]) -> str:
+    """One run's settings in a sentence, so a reader can tell two runs' tables apart (the script prints it too)."""
+    o, lr = r["robosteer"], r["lerobot"]
+    return (
+        f"robosteer (torch {o['torch']}) vs LeRobot {lr['version']} (torch {lr['torch']}) `DiffusionPolicy`, "
+        f"{r['threads']} thread each, {r['rounds']} alternating round{'s' * (r['rounds'] != 1)}. UNet down_dims "
+        f"{'/'.join(map(str, r['down_dims']))}, kernel {r['kernel_size']}, {r['n_groups']} groups, step "
+        f"embedding {r['step_embed_dim']}, FiLM scale; To={r['n_obs_steps']}, Tp={r['horizon']}, "
+        f"Ta={r['n_action_steps']}; DDIM {r['train_timesteps']} train / {r['inference_steps']} inference steps, "
+        f"epsilon prediction; batch {r['batch_size']}, {r['warmup']} warm-up + {r['steps']} timed steps and "
+        f"{r['reps']} inference timings per kind, per round."
+    )
+
+
+def lerobot_compare_table(r: dict[str, Any]) -> str:
+    """One run's side-by-side table from its row (the script prints the same, so the docs' copy cannot drift)."""
+    o, lr, b = r["robosteer"], r["lerobot"], r["batch_size"]
+
+    def ms(side: dict[str, Any], kind: str) -> str:
+        return f"{side[f'{kind}_ms_min']:.2f} / {side[f'{kind}_ms_med']:.2f}"
+
+    def sps(side: dict[str, Any]) -> str:
+        return f"{b / side['train_ms_min'] * 1e3:,.0f} / {b / side['train_ms_med'] * 1e3:,.0f}"
+
+    body = [
+        [label, f"{o[k]:,}", f"{lr[k]:,}", f"{o[k] / lr[k]:.3f}"]
+        for label, k in (
+            ("parameters, whole policy", "params_total"),
+            ("parameters, denoiser (UNet)", "params_denoiser"),
+        )
+    ]
+    body.append(
+        [
+            "train samples/s (best / median step)",
+            sps(o),
+            sps(lr),
+            f"{lr['train_ms_med'] / o['train_ms_med']:.2f}",  # samples/s: the inverse of the ms ratio
+        ]
+    )
+    timings = {
+        "train": "train ms / step (min / median)",
+        "chunk": "chunk ms, batch 1: `sample` / `predict_action_chunk` (min / median)",
+        "refill": "refill ms, batch 1: `act` / pre + `select_action` + post (min / median)",
+        "floor": f"floor: {r['inference_steps']} bare UNet calls (min / median)",
+    }
+    body += [
+        [label, ms(o, k), ms(lr, k), f"{o[f'{k}_ms_med'] / lr[f'{k}_ms_med']:.2f}"]
+        for k, label in timings.items()
+    ]
+    body.append(
+        ["chunk / floor (median)", *(f"{s['chunk_ms_med'] / s['floor_ms_med']:.2f}" for s in (o, lr)), ""]
+    )
+    return table(["metric", "robosteer", "LeRobot", "robosteer / LeRobot"], body)
+
+
+def lerobot_compare(rows: list[Row]) -> str:
+    """Our Diffusion Policy beside LeRobot's, same UNet and batches: parameters, training and batch-1 latency."""
+    runs = list(last_per(rows, lambda r: tuple(json.dumps(r[k]) for k in LEROBOT_CONFIG)).values())
+    if not runs:
+        raise TableError("no rows of benchmarks/lerobot_compare.py")
+    blocks = [prose(lerobot_compare_caption(r)) + "\n\n" + lerobot_compare_table(r) for r in runs]
+    return "\n\n".join([measured(runs), *blocks, prose(LEROBOT_LAST_COLUMN)])
+
+
 def deploy_latency(rows: list[Row]) -> str:
     """Twin success (mean steps) per injected latency: sync, async with and without inpainting."""
     ref = rows[-1]  # the cells of the last row's checkpoint, rate and episodes
@@ -1270,6 +1354,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "env_speed": env_speed,
     "render_speed": render_speed,
     "inference_latency": inference_latency,
+    "lerobot_compare": lerobot_compare,
     "server_latency": server_latency,
     "train_precision": train_precision,
     "deploy_latency": deploy_latency,

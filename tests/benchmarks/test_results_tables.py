@@ -425,3 +425,76 @@ def test_dsrl_clean_keeps_bases_trained_for_different_steps_apart(
     ]
     lines_10 = [[*first, "—", "—"], [*normalised, "—", "—"], [*second, "—", "0.22 (10k), 0.31 (30k)"]]
     assert got == [*lines_10, [*more, "—", "—"]]
+
+
+def lerobot_row(down_dims: list[int], train: tuple[float, float], load: float) -> dict:
+    """A synthetic lerobot_compare row (made-up round figures, not a measurement); ``train``: our (min, median)
+    ms per step, LeRobot's is 160 ms median, 125 ms min."""
+    ours = {"torch": "2.13.0+cpu", "version": "working tree", "params_total": 1_000_000,
+            "params_denoiser": 900_000, "loads": [[2.0, 2.0, 2.0]]}  # fmt: skip
+    theirs = {"torch": "2.14.1", "version": "0.4.4", "params_total": 1_250_000, "params_denoiser": 900_000,
+              "loads": [[2.0, 2.0, 2.0]], "config": {"down_dims": down_dims}}  # fmt: skip
+    timings = {"train": (train, (125.0, 160.0)), "chunk": ((70.0, 80.0), (75.0, 100.0))}
+    timings |= {"refill": ((72.0, 82.0), (80.0, 82.0)), "floor": ((68.0, 76.0), (70.0, 80.0))}
+    for kind, (o, lr) in timings.items():
+        ours |= {f"{kind}_ms_min": o[0], f"{kind}_ms_med": o[1], f"{kind}_n": 60}
+        theirs |= {f"{kind}_ms_min": lr[0], f"{kind}_ms_med": lr[1], f"{kind}_n": 60}
+    return {
+        "dataset": "runs/calib/push_demos/demos.hdf5", "down_dims": down_dims, "kernel_size": 5, "n_groups": 8,
+        "step_embed_dim": 128, "n_obs_steps": 2, "horizon": 16, "n_action_steps": 8, "train_timesteps": 100,
+        "inference_steps": 10, "batch_size": 64, "warmup": 5, "steps": 30, "reps": 30, "rounds": 2,
+        "threads": 1, "robosteer": ours, "lerobot": theirs, "command": "python benchmarks/lerobot_compare.py",
+        "commit": "0000000", "machine": "x86_64 2 cores", "load": load,
+    }  # fmt: skip
+
+
+def test_lerobot_compare_draws_one_table_per_configuration_from_its_last_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Synthetic rows: a re-run of the same UNet replaces its earlier row; another UNet is a table of its own."""
+    rows = tmp_path / "lerobot_compare.jsonl"
+    lines = [lerobot_row([64, 128, 256], (90.0, 100.0), 1.0), lerobot_row([32, 64], (50.0, 64.0), 3.0)]
+    lines.append(lerobot_row([64, 128, 256], (100.0, 128.0), 2.0))  # supersedes the first row
+    rows.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    md = fence(tmp_path / "x.md", "lerobot_compare", str(rows))
+    rc, out, err = run(capsys, "--write", str(md))
+    assert (rc, out, err) == (0, f"{md}:3: table lerobot_compare rewritten from its rows\n", "")
+    text = " ".join(md.read_text().split())  # the captions are wrapped prose
+    assert "Rows: commit 0000000, x86_64 2 cores, 1-minute load average 2.0–3.0." in text  # 1.0: superseded
+    assert text.index("down_dims 64/128/256") < text.index("down_dims 32/64")  # order of first appearance
+    assert "LeRobot 0.4.4 (torch 2.14.1) `DiffusionPolicy`, 1 thread each, 2 alternating rounds." in text
+    assert "batch 64, 5 warm-up + 30 timed steps and 30 inference timings per kind, per round." in text
+    header = "| metric | robosteer | LeRobot | robosteer / LeRobot |"
+    first = [
+        "| parameters, whole policy | 1,000,000 | 1,250,000 | 0.800 |",
+        "| parameters, denoiser (UNet) | 900,000 | 900,000 | 1.000 |",
+        "| train samples/s (best / median step) | 640 / 500 | 512 / 400 | 1.25 |",
+        "| train ms / step (min / median) | 100.00 / 128.00 | 125.00 / 160.00 | 0.80 |",
+        "| chunk ms, batch 1: `sample` / `predict_action_chunk` (min / median) | 70.00 / 80.00 | 75.00 / 100.00 "
+        "| 0.80 |",
+        "| refill ms, batch 1: `act` / pre + `select_action` + post (min / median) | 72.00 / 82.00 "
+        "| 80.00 / 82.00 | 1.00 |",
+        "| floor: 10 bare UNet calls (min / median) | 68.00 / 76.00 | 70.00 / 80.00 | 0.95 |",
+        "| chunk / floor (median) | 1.05 | 1.25 |  |",
+    ]
+    got = table_lines(md)
+    assert got[:9] == [header, *first]
+    assert got[9:12] == [
+        header,
+        "| parameters, whole policy | 1,000,000 | 1,250,000 | 0.800 |",
+        "| parameters, denoiser (UNet) | 900,000 | 900,000 | 1.000 |",
+    ]
+    assert got[12] == "| train samples/s (best / median step) | 1,280 / 1,000 | 512 / 400 | 2.50 |"
+    assert len(got) == 18
+    assert run(capsys, str(md)) == (0, "", "")  # and what was written is what the rows give
+
+
+def test_lerobot_compare_without_rows_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty rows file (no run measured yet) is an error, as a missing one is: the fence waits for rows."""
+    rows = tmp_path / "lerobot_compare.jsonl"
+    rows.write_text("")
+    rc, _, err = run(capsys, str(fence(tmp_path / "x.md", "lerobot_compare", str(rows))))
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "table lerobot_compare: no rows of benchmarks/lerobot_compare.py" in err

@@ -140,6 +140,34 @@ def test_lerobot_compare_our_side(demos: Path, tmp_path: Path) -> None:
     assert (tmp_path / "ours.json").is_file()
 
 
+LEROBOT_PYTHON = Path(os.environ.get("ROBOSTEER_LEROBOT_PYTHON", "/tmp/lerobot-venv/bin/python"))
+
+
+@pytest.mark.slow  # 20-80 s: two interpreters, one of them importing LeRobot
+@pytest.mark.skipif(
+    not LEROBOT_PYTHON.exists(), reason=f"no LeRobot venv at {LEROBOT_PYTHON} (benchmarks/README.md)"
+)
+def test_lerobot_compare_driver_appends_the_row_its_table_is_drawn_from(demos: Path, tmp_path: Path) -> None:
+    """Both sides, one round: the driver appends one row to ``--rows`` (here, not docs/results/), and
+    results_tables draws from it the very table the driver printed."""
+    rows = tmp_path / "lerobot_compare.jsonl"
+    args = ["--ours-python", sys.executable, "--lerobot-python", str(LEROBOT_PYTHON), "--rows", str(rows)]
+    args += ["--dataset", str(demos), "--down-dims", "8", "16", "--step-embed-dim", "8", "--batch-size", "4"]
+    args += ["--rounds", "1", "--warmup", "1", "--steps", "2", "--reps", "5"]
+    out = run("benchmarks/lerobot_compare.py", *args)
+    [row] = [json.loads(line) for line in rows.read_text().splitlines()]
+    config = (row["down_dims"], row["batch_size"], row["steps"], row["reps"], row["rounds"])
+    assert config == ([8, 16], 4, 2, 5, 1)
+    assert row["robosteer"]["params_total"] == row["lerobot"]["params_total"]  # one network on both sides
+    assert (row["robosteer"]["train_n"], row["lerobot"]["chunk_n"]) == (2, 5)
+    assert row["command"].startswith("python benchmarks/lerobot_compare.py") and row["commit"]
+    md = tmp_path / "speed.md"
+    md.write_text(f"<!-- table: lerobot_compare rows={rows} -->\n<!-- /table -->\n")
+    run("benchmarks/results_tables.py", "--write", str(md))
+    drawn = [line for line in md.read_text().splitlines() if line.startswith("|")]
+    assert len(drawn) == 10 and drawn == [line for line in out.splitlines() if line.startswith("|")]
+
+
 def test_deploy_latency(tmp_path: Path) -> None:
     """One async cell at 0 ms; the twin at 400 Hz so its 200-step episode takes half a second, not 10 s."""
     args = ["--checkpoint", str(DP_RUN), "--episodes", "1", "--latencies", "0", "--modes", "async"]
