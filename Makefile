@@ -3,16 +3,22 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.installed-runtime
 export MUJOCO_GL ?= egl
 export PYTHONUNBUFFERED := 1
 
 .PHONY: install test test-all lint typecheck demo clean check-tables docs
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml setup.py
+# Two layers: what running robosteer needs (`make demo` stops here), then the test, lint and docs tools on top.
+$(RUNTIME): requirements.txt pyproject.toml setup.py
 	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	@touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME) requirements-dev.txt
 	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
 	$(PY) -m pip install -q --no-deps robomimic==0.3.0 openpi-client==0.1.2  # (openpi-client pins numpy<2)
-	$(PY) -m pip install -q --no-deps -e .
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -55,7 +61,7 @@ test-all: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .
 
-demo: $(STAMP)
+demo: $(RUNTIME)
 	bash scripts/demo.sh
 
 clean:
