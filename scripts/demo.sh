@@ -60,7 +60,8 @@ collect_check_and_train() {  # steps 1-3
   $PY -m robosteer.scripts.evaluate checkpoint="$OUT/dp" which=ema task="$TASK" episodes="$EVAL_EPISODES" \
       seed=200000 video_episodes=2 progress=false out="$OUT/dp_eval"
 }
-evaluate_weak_base() {
+evaluate_weak_base() {  # after the clean line, so that it never competes with DSRL's start-up for the cores
+  while kill -0 "${PIDS[0]}" 2>/dev/null; do sleep 2; done
   $PY -m robosteer.scripts.evaluate checkpoint="$OUT/weak_dp" which=ema task="$TASK" episodes="$EVAL_EPISODES" \
       seed=200000 video_episodes=1 progress=false out="$OUT/weak_dp_eval"
 }
@@ -77,8 +78,10 @@ $PY -m robosteer.scripts.collect task="$TASK" episodes=100 seed=0 action_noise_s
 $PY -m robosteer.scripts.train policy=diffusion dataset="$OUT/noisy_demos/demos.hdf5" steps="$WEAK_STEPS" \
     out="$OUT/weak_dp"
 background "$OUT/weak_dp_eval.log" evaluate_weak_base  # the "before" figure, beside DSRL
+# The steerability check measures the chunks' spread over latents and states; its optional evaluation of the
+# base at fixed latents (steerability.directions) is left to robosteer-steer's users: here DSRL's lift shows it.
 $PY -m robosteer.scripts.steer base="$OUT/weak_dp" env_steps="$DSRL_STEPS" run.max_minutes="$DSRL_MINUTES" \
-    eval_base=false run.eval_every="$DSRL_EVERY" run.eval_episodes=20 out="$OUT/dsrl"
+    eval_base=false run.eval_every="$DSRL_EVERY" run.eval_episodes=20 steerability.directions=0 out="$OUT/dsrl"
 $PY -m robosteer.scripts.evaluate checkpoint="$OUT/dsrl" task="$TASK" episodes="$EVAL_EPISODES" seed=200000 \
     video_episodes=1 out="$OUT/dsrl_eval"
 
