@@ -23,7 +23,6 @@ NOT_OURS = {
     "robosteer/configs": "the installed package's layout",
     "benchmarks/x.py": "a test's planted script name",
     "FILE.md": "a placeholder in a usage line",
-    "docs/results/lerobot_compare.jsonl": "lerobot_compare.py's rows file, made by its first measured run",
 }
 # Pages another process writes: docs/probes.md is written by `make probes` (it records the commit it ran at).
 OWNED_ELSEWHERE = {"docs/probes.md"}
