@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any
 
 import numpy as np
@@ -149,9 +150,19 @@ def test_policy_must_match_the_robot_observations(fake_robot: FakeRobot) -> None
         make_loop(fake_robot, policy)
 
 
-def test_bad_runtime_config() -> None:
-    with pytest.raises(ValueError, match="mode='fast'"):
-        RuntimeConfig(mode="fast").validate()
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"mode": "fast"}, "mode='fast'"),
+        ({"obs_timeout_s": 0.0}, "obs_timeout_s=0.0 is not valid"),
+        ({"obs_timeout_s": float("nan")}, "obs_timeout_s=nan is not valid"),
+        ({"policy_timeout_s": -1.0}, "policy_timeout_s=-1.0 is not valid"),
+    ],
+)
+def test_bad_runtime_config(kwargs: dict, words: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(words)):
+        RuntimeConfig(**kwargs).validate()
+    RuntimeConfig(obs_timeout_s=5.0, policy_timeout_s=0.5).validate()  # positive seconds pass
 
 
 def test_estop_from_another_thread_stops_the_episode(fake_robot: FakeRobot) -> None:

@@ -514,6 +514,7 @@ TWIN = [
     "robot=sim_twin",
     "robot.driver.rate_hz=160",  # twice Meta-World's real time: a short test
     "robot.driver.max_episode_steps=40",
+    "runtime.obs_timeout_s=5.0",  # CI's two busy cores once starved the twin's process for over 1 s
     "offline=none",
     "eval_base=false",
     "steerability.directions=0",
