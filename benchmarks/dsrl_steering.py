@@ -44,6 +44,7 @@ from steering_runs import (
 )
 
 from robosteer.scripts.common import log_beside, provenance, read_results
+from robosteer.scripts.steer import lift
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,12 +95,29 @@ def shared_noise_check(base: Path, task: str, episodes: int) -> dict[str, float]
     return out
 
 
+def base_record(args: Any) -> dict:
+    """How the rows' base was made: its demos (count, action noise), training steps and augmentation."""
+    augment = {"augment": args.augment} if args.augment else {}
+    return {"noise": args.noise, "demos": args.demos, "steps": args.base_steps, **augment}
+
+
+def auto_choice(base: Path | None) -> dict:
+    """An ``action_noise_std=auto`` base's choice (σ, each probe's ratio and success, the finished base's
+    check), from its metrics.json; {} for any other base."""
+    metrics = None if base is None else base / "metrics.json"
+    if metrics is None or not metrics.exists():
+        return {}
+    choice = json.loads(metrics.read_text()).get("auto_noise")
+    return {"auto_noise": choice} if choice else {}
+
+
 def _row(
-    task: str, variant: str, seed: int, base_success: float, run: Path, m: dict, wall: float, args: Any
+    task: str, variant: str, seed: int, scored: tuple[Path, float], run: Path, m: dict, wall: float, args: Any
 ) -> dict:
     """One results row: the run's final (``latest``) and validation-selected (``best``) steering actors
     (+ frozen base, + the final trained actor where the run acts with an averaged one), each on
-    ``--episodes`` unseen states."""
+    ``--episodes`` unseen states; ``scored``: the frozen base and its success there."""
+    base, base_success = scored
     final = evaluate(run, task, args.episodes, Path(f"{run}_eval_latest"), which="latest")
     best = evaluate(run, task, args.episodes, Path(f"{run}_eval_best"), which="best")
     trained = evaluate_trained(run, task, args.episodes, Path(f"{run}_eval_trained"))
@@ -108,15 +126,12 @@ def _row(
         "task": task,
         "variant": variant,
         "seed": seed,
-        "base": {
-            "noise": args.noise,
-            "demos": args.demos,
-            "steps": args.base_steps,
-            **({"augment": args.augment} if args.augment else {}),
-        },
+        "base": base_record(args),
+        **auto_choice(base),
         **({"steerability": m["steerability"]} if m.get("steerability") else {}),
         "base_success": base_success,
         "success_rate": final,
+        **lift(base_success, final),  # lift and failures_removed, as robosteer-steer reports them
         "best_actor_success": best,
         **({"trained_actor_success": trained} if trained is not None else {}),
         "best_periodic": max(h["success_rate"] for h in m["history"]) if m["history"] else None,
@@ -188,9 +203,10 @@ def main() -> None:
     parser.add_argument("--base-steps", type=int, default=3000)
     parser.add_argument(
         "--augment",
-        type=float,
+        type=lambda v: v if v == "auto" else float(v),
         default=0.0,
-        help="train the base with this action noise on its demos' actions (robosteer-train action_noise_std)",
+        help="train the base with this action noise on its demos' actions (robosteer-train action_noise_std; "
+        "auto: the smallest the steerability check calls steerable)",
     )
     parser.add_argument("--env-steps", type=int, default=100_000)
     parser.add_argument("--max-minutes", type=float, default=60.0)
@@ -209,6 +225,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--noise-check", action="store_true", help="only: each base's success with i.i.d. vs repeated noise"
+    )
+    parser.add_argument(
+        "--bases-only",
+        action="store_true",
+        help="only: train and score each task's base (choosing the tasks whose base leaves room to steer)",
     )
     parser.add_argument(
         "--robot",
@@ -254,6 +275,11 @@ def main() -> None:
             f"{task}: weak base {base.name}: {base_success:.2f} success on {args.episodes} episodes",
             flush=True,
         )
+        if args.bases_only:
+            if args.rows:
+                row = {"task": task, "part": "base", "base": base_record(args), "episodes": args.episodes}
+                append_row(args.rows, {**row, **auto_choice(base), "base_success": base_success})
+            continue
         for variant in args.variants:
             for seed in args.seeds:
                 earlier = done.get((task, variant, seed, where))
@@ -295,7 +321,7 @@ def main() -> None:
                     run_logged([*command, *resume], log_beside(run))
                     wall = time.perf_counter() - start + (earlier["wall_s"] if earlier else 0.0)
                 m = json.loads((run / "metrics.json").read_text())
-                r = _row(task, variant, seed, base_success, run, m, wall or m["wall_time_s"], args)
+                r = _row(task, variant, seed, (base, base_success), run, m, wall or m["wall_time_s"], args)
                 r["where"] = where
                 if args.robot:  # the robot's own figures (its exploring policy's success, the held steps)
                     r["robot"] = {

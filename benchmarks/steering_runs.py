@@ -112,11 +112,18 @@ def unseen_history(run: Path, task: str, episodes: int, deterministic: bool = Tr
 
 
 def weak_base(
-    task: str, out: Path, noise: float, steps: int, episodes: int, demos: int = 100, augment: float = 0.0
+    task: str,
+    out: Path,
+    noise: float,
+    steps: int,
+    episodes: int,
+    demos: int = 100,
+    augment: float | str = 0.0,
 ) -> tuple[Path, Path, float]:
     """Collect ``demos`` noisy demos and train the weak base once per task: (base, demos, success on unseen
     states). A base is weakened by noisy demos (``noise``) or by few of them (``demos``); ``augment`` trains
-    it with that action noise on the demos' actions (robosteer-train action_noise_std=)."""
+    it with that action noise on the demos' actions (robosteer-train action_noise_std=; ``"auto"``: the
+    smallest the steerability check calls steerable, its choice in the base's metrics.json)."""
     tag = f"noise{noise}" if demos == 100 else f"{demos}demos_noise{noise}"  # 100: the original names
     data = out / task / f"demos_{tag}"
     if not (data / "demos.hdf5").exists():

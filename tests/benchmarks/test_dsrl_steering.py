@@ -78,6 +78,31 @@ def test_unseen_history_evaluates_every_kept_checkpoint_once_in_step_order(
     assert steering_runs.unseen_history(tmp_path / "no_history", "pick-place-v3", 100) == []
 
 
+def test_an_auto_base_is_trained_under_its_own_name_and_its_rows_carry_its_choice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--augment auto: the base is trained with action_noise_std=auto into a directory of its own, and the rows
+    carry the σ it chose with each probe (from its metrics.json); a base without a choice adds nothing."""
+    calls: list[list[str]] = []
+    choice = {"chosen": 0.2, "probes": [{"sigma": 0.0, "ratio": 0.1}, {"sigma": 0.2, "ratio": 0.6}]}
+
+    def fake_run(args: list[str], log: Path) -> None:
+        calls.append(args)
+        out = Path(next(a for a in args if a.startswith("out="))[4:])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "demos.hdf5").touch()
+        extra = {"auto_noise": choice} if args[0].endswith("train") else {}
+        (out / "metrics.json").write_text(json.dumps({"success_rate": 0.4, **extra}))
+
+    monkeypatch.setattr(steering_runs, "run_logged", fake_run)
+    base, _, success = steering_runs.weak_base("hammer-v3", tmp_path, 0.0, 3000, 10, 10, "auto")
+    assert base == tmp_path / "hammer-v3" / "base_dp_10demos_noise0.0_3000_augauto" and success == 0.4
+    assert "action_noise_std=auto" in calls[1]
+    assert dsrl_steering.auto_choice(base) == {"auto_noise": choice}
+    assert dsrl_steering.auto_choice(base.parent / "demos_10demos_noise0.0") == {}  # metrics, no choice
+    assert dsrl_steering.auto_choice(tmp_path / "missing") == {}
+
+
 @pytest.mark.parametrize("value", [True, False])
 def test_a_row_says_which_observations_its_actor_and_critics_read(tmp_path: Path, value: bool) -> None:
     """The default changed (raw until 1a03da3, normalised since): the row carries the run's resolved value."""
