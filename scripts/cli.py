@@ -8,7 +8,6 @@ keeps every traceback. Hydra's own flags (``--cfg job``, ``--help``, ``-m``) pas
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 import sys
@@ -17,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from robosteer.scripts.common import CONFIG_DIR, UsageError, debug
+from robosteer.scripts.common import CONFIG_DIR, UsageError, debug, nearest_choice
 from robosteer.scripts.schemas import ECHOES, EVAL_SOURCES, RENAMED, TO_ENVIRONMENT, TRAIN_NUMBER_OR_WORD
 
 # Counts that must be at least one (a run that does nothing is a mistake, not a result).
@@ -154,11 +153,6 @@ def _context(config_name: str, key: str) -> str | None:
     return None
 
 
-def _nearest(word: str, choices: list[str]) -> str:
-    near = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
-    return f"; nearest valid choice: {near[0]!r}" if near else ""
-
-
 def _defaults(config_name: str) -> dict[str, str]:
     """The config groups ``config_name``'s defaults list chooses from, each with its pick (``algo: dsrl``)."""
     import yaml
@@ -216,7 +210,7 @@ def problems(config_name: str, args: list[str], require: bool = True) -> DictCon
         if key in NESTED_GROUPS.get(config_name, {}) and not _on_robot([a for a, _, _ in group_args]):
             raise CliError(f"{key}= is a setting of {_context(config_name, key)} only")
         if value not in options:
-            raise CliError(f"{key}={value} is not known: expected one of {options}{_nearest(value, options)}")
+            raise CliError(f"{key}={value} is not known: expected one of {options}{nearest_choice(value, options)}")
     try:
         base = _compose(config_name, [a for a, _, _ in group_args])
     except Exception as err:
@@ -283,14 +277,14 @@ def _check_key(base: DictConfig, key: str) -> None:
     parent = base if not parent_key else OmegaConf.select(base, parent_key, default=_ABSENT)
     if parent is _ABSENT or not OmegaConf.is_dict(parent):
         top = parent_key.split(".")[0] if parent_key else key
-        raise CliError(f"unknown key {key!r}{_nearest(top, [str(k) for k in base])}")
+        raise CliError(f"unknown key {key!r}{nearest_choice(top, [str(k) for k in base])}")
     if leaf not in parent.keys():  # noqa: SIM118 -- `in` skips keys whose value is ??? (missing)
         siblings = [
             USER_KEYS.get(k, k)
             for k in (f"{parent_key}.{k}" if parent_key else str(k) for k in parent.keys())  # noqa: SIM118
         ]
         user = USER_KEYS.get(key, key)
-        raise CliError(f"unknown key {user!r}{_nearest(user, siblings)}")
+        raise CliError(f"unknown key {user!r}{nearest_choice(user, siblings)}")
 
 
 def check_choices(config_name: str, cfg: DictConfig) -> None:
@@ -303,7 +297,7 @@ def check_choices(config_name: str, cfg: DictConfig) -> None:
         if key == "device" or value is None or str(value) in allowed:
             continue
         raise CliError(
-            f"{key}={value!r} is not known: expected one of {list(allowed)}{_nearest(str(value), list(allowed))}"
+            f"{key}={value!r} is not known: expected one of {list(allowed)}{nearest_choice(str(value), list(allowed))}"
         )
 
 

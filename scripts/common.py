@@ -6,12 +6,13 @@ Every command writes one run directory (Hydra's output dir, set with ``out=DIR``
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,21 @@ def console_main(command: str, config_name: str, task: Callable[[DictConfig], No
 def debug() -> bool:
     """``ROBOSTEER_DEBUG=1``: the user wants tracebacks instead of one-line errors."""
     return os.environ.get("ROBOSTEER_DEBUG", "") not in ("", "0", "false")
+
+
+def env_backend(cfg: DictConfig, device: Any = None) -> dict[str, Any]:
+    """``make_env``'s ``sim=`` and ``device=`` from a command's config: a GPU-batched simulator (warp, Isaac)
+    steps on the device the policy runs on; Meta-World on the CPU whatever ``device`` is ({})."""
+    sim = str(cfg.get("sim", "metaworld"))
+    if sim == "metaworld":
+        return {}
+    return {"sim": sim, "device": None if device is None else str(device)}
+
+
+def nearest_choice(word: str, choices: Sequence[str]) -> str:
+    """``"; nearest valid choice: 'x'"`` for the closest of ``choices`` to a mistyped ``word`` ("" if none is)."""
+    near = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    return f"; nearest valid choice: {near[0]!r}" if near else ""
 
 
 class UsageError(ValueError):

@@ -20,6 +20,7 @@ from robosteer.scripts.common import (
     UsageError,
     check_policy_inputs,
     console_main,
+    env_backend,
     exit_codes,
     format_table,
     start_run,
@@ -231,8 +232,10 @@ def evaluate_policy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         max_episode_steps=cfg.max_episode_steps,
         vectorization=cfg.vectorization,
         randomization=cfg.get("randomization"),
+        **env_backend(cfg, device),
     )
-    video_path = run_dir / "videos" / f"{task}.mp4" if cfg.video else None
+    rendered = cfg.video and str(cfg.get("sim", "metaworld")) == "metaworld"  # GPU sims render no frames
+    video_path = run_dir / "videos" / f"{task}.mp4" if rendered else None
     with closing, env, torch.no_grad():
         metrics = sim.evaluate(
             env,

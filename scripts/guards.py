@@ -20,7 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from robosteer.policies.data.hdf5 import PARTIAL_SUFFIX
-from robosteer.scripts.common import UsageError, dataset_paths
+from robosteer.scripts.common import UsageError, dataset_paths, nearest_choice
 
 DEVICES = ("cpu", "cuda", "cuda:N", "auto")
 # Commands that write a run directory at ``out`` and what in it marks their own run (robosteer-dataset
@@ -34,6 +34,8 @@ def preflight(config_name: str, cfg: DictConfig) -> None:
     if "device" in cfg:
         check_device(str(cfg.device))
     check_inputs(cfg)
+    if "sim" in cfg:
+        check_sim(config_name, cfg)
     check_logger(cfg)
     if config_name == "steer":
         check_steer_base(cfg)
@@ -114,6 +116,58 @@ def check_steer_base(cfg: DictConfig) -> None:
         raise UsageError(
             f"base={base}: a served base is steered by algo=dsrl (through its initial noise); EXPO trains "
             "a copy of its base, which a server cannot lend: give EXPO a run directory"
+        )
+
+
+# The commands' sim= choices and Warp's ported tasks (sim/backends.py's COMMAND_SIMS and WARP_TASKS, named here
+# without importing the sim package, which imports torch; a test pins the copies).
+SIMS = ("metaworld", "warp", "isaaclab")
+WARP_TASKS = ("reach-v3", "push-v3", "pick-place-v3")
+SIM_PACKAGES = {"warp": "mujoco_warp", "isaaclab": "isaaclab"}
+SIM_HOMES = {  # where a simulator's packages live, said when this environment lacks them
+    "warp": ".venv-gpu (`make gpu-env`: MuJoCo Warp needs mujoco 4.0, Meta-World pins 3.3.0 here)",
+    "isaaclab": "an Isaac Lab environment with an NVIDIA GPU (docs/gpu.md)",
+}
+
+
+def check_sim(config_name: str, cfg: DictConfig) -> None:
+    """``sim=``: a simulator this environment has, a task it has ported, options it has (state only, no
+    domain randomization, no replay of another sim's episodes)."""
+    sim = str(cfg.sim)
+    if sim not in SIMS:
+        raise UsageError(f"sim={sim!r} is not known: expected one of {list(SIMS)}{nearest_choice(sim, SIMS)}")
+    if sim == "metaworld":
+        return
+    if config_name == "collect":
+        raise UsageError(
+            f"sim={sim}: the scripted experts that collect demos run on Meta-World only; "
+            "collect with sim=metaworld (the datasets train policies for any sim)"
+        )
+    task = cfg.get("task")
+    if sim == "warp" and task is not None and str(task) not in WARP_TASKS:
+        raise UsageError(
+            f"task={task} is not ported to sim=warp: expected one of {list(WARP_TASKS)}, or sim=metaworld for "
+            "every Meta-World task"
+        )
+    policy = cfg.get("policy")
+    if isinstance(policy, DictConfig) and policy.get("name") == "replay":
+        raise UsageError(
+            f"policy=replay sim={sim}: recorded episodes replay only in the sim that recorded them "
+            "(sim=metaworld); initial states differ between sims for the same seed"
+        )
+    if cfg.get("cameras"):  # obs=pixels / image (configs/obs/): a policy that reads cameras
+        raise UsageError(
+            f"cameras={list(cfg.cameras)} sim={sim}: this backend renders no cameras; use a state policy"
+        )
+    randomization = cfg.get("randomization")
+    if isinstance(randomization, DictConfig) and str(randomization.get("name", "none")) != "none":
+        raise UsageError(
+            f"randomization={randomization.name} sim={sim}: domain randomization is Meta-World's"
+        )
+    if importlib.util.find_spec(SIM_PACKAGES[sim]) is None:
+        raise UsageError(
+            f"sim={sim} needs the package {SIM_PACKAGES[sim]!r}, which this Python lacks: it lives in "
+            f"{SIM_HOMES[sim]}. Nearest valid choice: sim=metaworld"
         )
 
 

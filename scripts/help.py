@@ -180,9 +180,10 @@ def key_help(command: str, cfg: DictConfig, key: str, files: tuple[Path, ...]) -
 def choices(command: str, cfg: DictConfig) -> dict[str, tuple[str, ...]]:
     """{key: allowed values} for the keys that take one of a set: each the constant its validator checks."""
     from robosteer.policies.run_log import LOGGERS
-    from robosteer.scripts.guards import DEVICES
+    from robosteer.scripts.guards import DEVICES, SIMS
 
     out: dict[str, tuple[str, ...]] = {"device": DEVICES, "logger": LOGGERS, "run.logger": LOGGERS}
+    out["sim"] = SIMS  # collect refuses all but metaworld in guards.check_sim, saying why
     if command == "steer":
         from robosteer.policies.rl.offline import REWARDS
         from robosteer.policies.steering import dsrl, expo

@@ -22,6 +22,7 @@ from robosteer.scripts.common import (
     UsageError,
     atomic_write_text,
     console_main,
+    env_backend,
     exit_codes,
     format_table,
     start_run,
@@ -107,6 +108,7 @@ class Steering:
             **self.env_inputs(),
             obs_history=self.to,
             randomization=self.cfg.get("randomization"),
+            **env_backend(self.cfg, self.device),
             **kwargs,
         )
         return (
@@ -409,6 +411,7 @@ def evaluator(cfg: DictConfig, steering: Steering, default_episodes: int) -> Cal
                 **inputs,
                 max_episode_steps=cfg.max_episode_steps,
                 randomization=cfg.get("randomization"),
+                **env_backend(cfg, steering.device),
             ) as eval_env,
         ):
             return sim.evaluate(
@@ -462,7 +465,6 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         seed=int(cfg.seed),
         action_chunk=exec_steps,
         max_episode_steps=cfg.max_episode_steps,
-        vectorization=cfg.vectorization,
     )  # fmt: skip
     checkpoint_config = loaded.record(str(cfg.base), str(cfg.which), str(cfg.get("protocol", "robosteer")))
     base_hash = checkpoint_config["base_hash"]  # None for a served base: its weights are the server's to keep

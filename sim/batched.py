@@ -27,11 +27,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
+from robosteer.sim.backends import SIMS, make_warp_env
 from robosteer.sim.chunking import ActionChunkWrapper
 from robosteer.sim.episode_state import EpisodeStateWrapper
 from robosteer.sim.errors import check_choice
 from robosteer.sim.history import ObsHistoryWrapper
-from robosteer.sim.isaac import IMPLS, TorchBatchedEnv, make_isaac_env  # imports no Isaac package
+from robosteer.sim.isaac import TorchBatchedEnv, make_isaac_env  # imports no Isaac package
 from robosteer.sim.metaworld_env import MetaWorldEnv, check_seed, episode_seed
 from robosteer.sim.randomization import RandomizationConfig, as_config
 
@@ -309,7 +310,8 @@ def make_env(
     obs_history: int | None = None,
     randomization: RandomizationConfig | dict[str, Any] | None = None,
     render: str = "every_step",
-    impl: str = "cpu",
+    sim: str = "metaworld",
+    device: str | None = None,
     **isaac_kwargs: Any,
 ) -> BatchedEnv | TorchBatchedEnv:
     """Build the batched env of a Meta-World v3 task (the one entry point scripts and tests use).
@@ -323,15 +325,33 @@ def make_env(
     ``render``: "every_step", or "policy_steps" with ``action_chunk``: camera images are rendered only for
     the observations a chunked policy reads (a chunk's last To steps, the last To before the time limit, an
     episode's end); the skipped steps repeat the last frame (at To=2, Ta=8: 2 renders per chunk instead of 8).
-    ``impl``: "cpu" (this) or an Isaac backend, "isaaclab" | "isaacgym" (MuJoCo Playground's switch): then
-    ``task`` is an Isaac task id, ``isaac_kwargs`` go to ``sim.isaac.make_isaac_env`` and outputs are numpy
-    unless ``output="torch"``; Meta-World-only options must keep their defaults.
+    ``sim`` (sim/backends.py): "metaworld" (this, CPU MuJoCo), "warp" (the MuJoCo Warp ports of sim/gpu,
+    state observations, on ``device`` "cpu" or "cuda"; numpy outputs), or an Isaac backend, "isaaclab" |
+    "isaacgym" (then ``task`` is an Isaac task id, ``isaac_kwargs`` go to ``sim.isaac.make_isaac_env`` and
+    outputs are numpy unless ``output="torch"``); ``device``: None is the backend's own (cpu; Isaac: cuda:0).
+    Options a backend does not have must keep their defaults.
     """
-    check_choice("impl", impl, IMPLS)
-    if impl != "cpu":
-        return _make_isaac(task, impl, num_envs, seed, action_chunk, obs_history, isaac_kwargs, locals())
+    check_choice("sim", sim, SIMS)
+    if sim == "warp":
+        _refuse_options(sim, locals(), ("obs", "vectorization", "randomization", "render", "isaac_kwargs"))
+        return make_warp_env(
+            task,
+            num_envs,
+            seed,
+            device or "cpu",
+            max_episode_steps=max_episode_steps,
+            terminate_on_success=terminate_on_success,
+            reward=reward,
+            action_chunk=action_chunk,
+            obs_history=obs_history,
+            output="numpy",
+        )
+    if sim != "metaworld":
+        return _make_isaac(task, sim, num_envs, seed, action_chunk, obs_history, isaac_kwargs, locals())
     if isaac_kwargs:
-        raise TypeError(f"make_env got unexpected arguments {sorted(isaac_kwargs)} for impl='cpu'")
+        raise TypeError(f"make_env got unexpected arguments {sorted(isaac_kwargs)} for sim='metaworld'")
+    if device not in (None, "cpu"):
+        raise ValueError(f"make_env(device={device!r}) is not valid with sim='metaworld': it runs on 'cpu'")
     return BatchedEnv(
         task,
         num_envs=num_envs,
@@ -350,9 +370,24 @@ def make_env(
     )
 
 
+def _refuse_options(sim: str, given: dict[str, Any], names: tuple[str, ...]) -> None:
+    """Options ``sim`` does not have must keep make_env's defaults: refused, never ignored."""
+    defaults = inspect.signature(make_env).parameters
+    for name in names:
+        default = {} if name == "isaac_kwargs" else defaults[name].default
+        if name == "randomization" and not as_config(given[name]).enabled:
+            continue  # all-nominal (randomization=none) is no randomization
+        if given[name] != default:
+            shown = sorted(given[name]) if name == "isaac_kwargs" else repr(given[name])
+            raise ValueError(
+                f"make_env({name}={shown}) is not valid with sim={sim!r}: that backend has no such option; "
+                f"leave it at {default!r}"
+            )
+
+
 def _make_isaac(
     task: str,
-    impl: str,
+    sim: str,
     num_envs: int,
     seed: int,
     action_chunk: int | None,
@@ -360,26 +395,17 @@ def _make_isaac(
     isaac_kwargs: dict[str, Any],
     given: dict[str, Any],
 ) -> TorchBatchedEnv:
-    """``make_env`` for the Isaac backends: refuse Meta-World-only options rather than ignore them."""
-    defaults = inspect.signature(make_env).parameters
-    for name in (
-        "obs",
-        "max_episode_steps",
-        "terminate_on_success",
-        "vectorization",
-        "reward",
-        "randomization",
-        "render",
-    ):
-        if given[name] != defaults[name].default:
-            raise ValueError(
-                f"make_env({name}={given[name]!r}) is not valid with impl={impl!r}: it is a Meta-World option; "
-                f"leave it at {defaults[name].default!r} (Isaac tasks set it in their own env cfg)"
-            )
-    kwargs = {"output": "numpy", **isaac_kwargs}
+    """``make_env`` for the Isaac backends: refuse Meta-World-only options rather than ignore them (Isaac
+    tasks set them in their own env cfg); ``device`` goes to the factory when given."""
+    options = ("obs", "max_episode_steps", "terminate_on_success", "vectorization", "reward", "randomization")
+    _refuse_options(sim, given, (*options, "render"))
+    device = given["device"]
+    names = ("device",) if sim == "isaaclab" else ("sim_device", "rl_device")
+    devices = {} if device is None else dict.fromkeys(names, device)
+    kwargs = {"output": "numpy", **devices, **isaac_kwargs}
     return make_isaac_env(
         task,
-        impl=impl,
+        sim=sim,
         num_envs=num_envs,
         seed=seed,
         action_chunk=action_chunk,

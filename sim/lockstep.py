@@ -308,7 +308,7 @@ class TorchBatchedEnv:
     def start_recording(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError(
             f"{type(self).__name__} does not record videos: use Isaac's own video recording "
-            "(Isaac Lab: --video / gymnasium.wrappers.RecordVideo on the wrapped env) or impl='cpu'"
+            "(Isaac Lab: --video / gymnasium.wrappers.RecordVideo on the wrapped env) or sim='metaworld'"
         )
 
     def pop_recordings(self, env_index: int = 0) -> list[np.ndarray]:

@@ -580,7 +580,7 @@ class WarpSawyerEnv(TorchBatchedEnv):
     def start_recording(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError(
             f"{type(self).__name__} does not record videos: evaluate with the CPU env "
-            "(sim.make_env(..., impl='cpu')) to write videos"
+            "(sim.make_env(..., sim='metaworld')) to write videos"
         )
 
     def __repr__(self) -> str:

@@ -1,8 +1,8 @@
-"""The import guard: which Isaac package an ``impl`` needs, and how to install it when it is missing.
+"""The import guard: which Isaac package a ``sim`` needs, and how to install it when it is missing.
 
 Isaac Sim / Isaac Lab and Isaac Gym are not on this project's package index and need an NVIDIA GPU, so
 they are never dependencies of robosteer; ``import sim`` never imports them. Asking for an Isaac backend
-without them raises ``IsaacNotInstalledError`` with the install steps and the nearest impl that works.
+without them raises ``IsaacNotInstalledError`` with the install steps and the nearest sim that works.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from types import ModuleType
 
-IMPLS = ("cpu", "isaaclab", "isaacgym")
+ISAAC_SIMS = ("isaaclab", "isaacgym")
 
 _PY = f"Python {sys.version_info.major}.{sys.version_info.minor}"
 
@@ -34,29 +34,29 @@ INSTALL_HELP = {
         "NVIDIA GPU and driver 470+; VecTask tasks come from IsaacGymEnvs "
         "(`git clone https://github.com/isaac-sim/IsaacGymEnvs && pip install -e IsaacGymEnvs`). "
         "Import isaacgym before torch (`import isaacgym` first in your script). Isaac Gym is deprecated: "
-        "NVIDIA's successor is Isaac Lab (impl='isaaclab')."
+        "NVIDIA's successor is Isaac Lab (sim='isaaclab')."
     ),
 }
 
-# The packages each impl imports (first one is the one whose absence is reported).
+# The packages each Isaac sim imports (first one is the one whose absence is reported).
 PACKAGES = {"isaaclab": ("isaaclab", "isaaclab_tasks"), "isaacgym": ("isaacgym", "isaacgymenvs")}
 
 
 class IsaacNotInstalledError(ImportError):
     """An Isaac backend was asked for, but its package is missing (or failed to import) in this env."""
 
-    def __init__(self, impl: str, package: str, cause: BaseException | None = None) -> None:
-        nearest = "'cpu'" if impl == "isaaclab" else "'isaaclab' (or 'cpu' without a GPU)"
+    def __init__(self, sim: str, package: str, cause: BaseException | None = None) -> None:
+        nearest = "'metaworld'" if sim == "isaaclab" else "'isaaclab' (or 'metaworld' without a GPU)"
         why = (
             f"failed to import ({type(cause).__name__}: {cause})"
             if cause
             else f"is not installed in this {_PY}"
         )
-        self.impl = impl
+        self.sim = sim
         self.package = package
         self.message = (
-            f"impl={impl!r} needs the package {package!r}, which {why}. {INSTALL_HELP[impl]} "
-            f"Nearest valid impl: {nearest}; impl='cpu' runs Meta-World on MuJoCo."
+            f"sim={sim!r} needs the package {package!r}, which {why}. {INSTALL_HELP[sim]} "
+            f"Nearest valid sim: {nearest}; sim='metaworld' runs Meta-World on MuJoCo."
         )
         super().__init__(self.message, name=package)
 
@@ -64,19 +64,19 @@ class IsaacNotInstalledError(ImportError):
         return self.message
 
 
-def require(impl: str) -> dict[str, ModuleType]:
-    """Import the packages of ``impl`` ("isaaclab" | "isaacgym"), or raise IsaacNotInstalledError."""
+def require(sim: str) -> dict[str, ModuleType]:
+    """Import the packages of ``sim`` ("isaaclab" | "isaacgym"), or raise IsaacNotInstalledError."""
     modules = {}
-    for package in PACKAGES[impl]:
+    for package in PACKAGES[sim]:
         if importlib.util.find_spec(package) is None:
-            raise IsaacNotInstalledError(impl, package)
+            raise IsaacNotInstalledError(sim, package)
         try:
             modules[package] = importlib.import_module(package)
         except ImportError as err:  # e.g. isaacgym imported after torch, or a missing Isaac Sim
-            raise IsaacNotInstalledError(impl, package, err) from err
+            raise IsaacNotInstalledError(sim, package, err) from err
     return modules
 
 
-def available(impl: str) -> bool:
-    """Whether every package of ``impl`` can be found (without importing it)."""
-    return all(importlib.util.find_spec(p) is not None for p in PACKAGES.get(impl, ()))
+def available(sim: str) -> bool:
+    """Whether every package of ``sim`` can be found (without importing it)."""
+    return all(importlib.util.find_spec(p) is not None for p in PACKAGES.get(sim, ()))

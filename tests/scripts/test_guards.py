@@ -211,3 +211,49 @@ def test_the_guards_copies_of_scratch_and_served_agree_with_the_loaders() -> Non
     assert guards.SCRATCH == SCRATCH
     for address in ("ws://h:8000", "wss://h:8000", "http://h:8000", "https://h:8000", "runs/base"):
         assert is_url(address) == address.startswith(guards.SERVED), address
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "says"),
+    [
+        ("eval", ["sim=wrap"], "sim='wrap' is not known: expected one of ['metaworld', 'warp', 'isaaclab']"),
+        ("eval", ["sim=warp", "task=door-open-v3"], "task=door-open-v3 is not ported to sim=warp"),
+        ("steer", ["sim=warp", "task=hammer-v3"], "expected one of ['reach-v3', 'push-v3', 'pick-place-v3']"),
+        (
+            "collect",
+            ["sim=isaaclab"],
+            "sim=isaaclab: the scripted experts that collect demos run on Meta-World",
+        ),
+        ("collect", ["sim=warp"], "collect with sim=metaworld"),
+        ("eval", ["sim=warp", "obs=pixels"], "cameras=['corner'] sim=warp: this backend renders no cameras"),
+        ("eval", ["sim=warp", "randomization=default"], "domain randomization is Meta-World's"),
+    ],
+)
+def test_a_sim_this_run_cannot_use_is_one_line(
+    command: str, args: list[str], says: str, work: Path, capsys
+) -> None:
+    base = [a for a in WRITERS[command] if not a.startswith("task=")]
+    before = _tree(work)
+    assert says in _refused(command, [*base, *args, "out=new"], capsys)
+    assert _tree(work) == before
+
+
+def test_a_replay_is_refused_in_another_sim(work: Path, capsys) -> None:
+    err = _refused("eval", ["policy=replay", "dataset=d.hdf5", "sim=warp"], capsys)
+    assert "recorded episodes replay only in the sim that recorded them" in err
+
+
+def test_a_sim_whose_packages_are_missing_says_where_they_live(work: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(guards.importlib.util, "find_spec", lambda name: None)
+    err = _refused("eval", [*WRITERS["eval"], "sim=warp"], capsys)
+    assert "needs the package 'mujoco_warp'" in err and ".venv-gpu (`make gpu-env`" in err
+    assert "Nearest valid choice: sim=metaworld" in err
+    err = _refused("steer", ["base=base", "sim=isaaclab"], capsys)
+    assert "needs the package 'isaaclab'" in err
+
+
+def test_the_guards_sim_lists_are_the_backends() -> None:
+    """guards names the sims and Warp's tasks without importing sim (torch): the copies match the source."""
+    from robosteer.sim.backends import COMMAND_SIMS, WARP_TASKS
+
+    assert guards.SIMS == COMMAND_SIMS and tuple(WARP_TASKS) == guards.WARP_TASKS

@@ -186,15 +186,15 @@ def _place(env: FakeLabEnv | FakeVecTask, positions: list[list[float]]) -> None:
 # ----------------------------------------------------------------------------- import guard
 def test_missing_isaac_raises_install_help() -> None:
     with pytest.raises(IsaacNotInstalledError) as lab:
-        make_isaac_env("Isaac-Lift-Cube-Franka-v0", impl="isaaclab")
+        make_isaac_env("Isaac-Lift-Cube-Franka-v0", sim="isaaclab")
     msg = str(lab.value)
-    assert "'isaaclab'" in msg and "isaacsim" in msg and "Python 3.11" in msg and "'cpu'" in msg
+    assert "'isaaclab'" in msg and "isaacsim" in msg and "Python 3.11" in msg and "'metaworld'" in msg
     with pytest.raises(IsaacNotInstalledError) as gym_err:
-        make_env("FrankaCabinet", impl="isaacgym")
+        make_env("FrankaCabinet", sim="isaacgym")
     msg = str(gym_err.value)
     assert "'isaacgym'" in msg and "Preview 4" in msg and "3.6-3.8" in msg and "'isaaclab'" in msg
     with pytest.raises(InvalidChoiceError, match="did you mean 'isaaclab'"):
-        make_env("push-v3", impl="isaaclabs")
+        make_env("push-v3", sim="isaaclabs")
 
 
 def test_import_sim_never_imports_isaac(tmp_path: Any) -> None:
@@ -223,9 +223,9 @@ def test_import_sim_never_imports_isaac(tmp_path: Any) -> None:
 
 
 def test_make_env_default_and_refused_options() -> None:
-    with pytest.raises(ValueError, match=r"make_env\(obs='image'\) is not valid with impl='isaaclab'"):
-        make_env("Isaac-Lift-Cube-Franka-v0", impl="isaaclab", obs="image")
-    with pytest.raises(TypeError, match="device"):
+    with pytest.raises(ValueError, match=r"make_env\(obs='image'\) is not valid with sim='isaaclab'"):
+        make_env("Isaac-Lift-Cube-Franka-v0", sim="isaaclab", obs="image")
+    with pytest.raises(ValueError, match=r"make_env\(device='cuda:0'\) is not valid with sim='metaworld'"):
         make_env("push-v3", device="cuda:0")
 
 
