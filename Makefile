@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED := 1
 .PHONY: install test test-all lint typecheck demo clean check-tables docs
 
 # Two layers: what running robosteer needs (`make demo` stops here), then the test, lint and docs tools on top.
-$(RUNTIME): requirements.txt pyproject.toml setup.py
+$(RUNTIME): requirements.txt requirements-core.txt pyproject.toml setup.py
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -e .
@@ -67,16 +67,16 @@ demo: $(RUNTIME)
 clean:
 	rm -rf $(VENV) runs outputs
 
-# Optional GPU backend (sim/gpu: MuJoCo Warp) in its own environment; not part of `make test`.
+# The GPU simulator (sim=warp: MuJoCo Warp) with the whole stack, in its own environment; not part of `make test`.
 GPU_VENV ?= .venv-gpu
 GPU_PY := $(GPU_VENV)/bin/python
 GPU_STAMP := $(GPU_VENV)/.installed
 .PHONY: gpu-env gpu-test
 
-$(GPU_STAMP): requirements-gpu.txt
+$(GPU_STAMP): requirements-gpu.txt requirements-core.txt pyproject.toml setup.py
 	@test -x $(GPU_PY) || python3 -m venv $(GPU_VENV)
 	$(GPU_PY) -m pip install -q -r requirements-gpu.txt
-	$(GPU_PY) -m pip install -q --no-deps metaworld==3.1.1
+	$(GPU_PY) -m pip install -q --no-deps metaworld==3.1.1 -e .
 	@touch $(GPU_STAMP)
 
 gpu-env: $(GPU_STAMP)

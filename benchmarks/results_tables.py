@@ -714,6 +714,32 @@ def render_speed(rows: list[Row]) -> str:
     return measured(list(cells.values())) + "\n\n" + table(columns, body)
 
 
+def metaworld_mujoco4(rows: list[Row]) -> str:
+    """Meta-World 3.1.1's recorded episodes replayed under each mujoco: bitwise, or where and by how much not."""
+    cells = last_per(rows, lambda r: (r["mujoco"], r["patched_welds"], r["dataset"]))
+    body = []
+    for (version, patched, _), r in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        setup = f"mujoco {version}" + (", weld reset fitted to 4.0" if patched else "")
+        if "error" in r:
+            body.append([setup, Path(r["dataset"]).parent.name, "—", "—", "—", "—", f"fails: {r['error']}"])
+            continue
+        first = "—" if r["first_differing_step_min"] is None else str(r["first_differing_step_min"])
+        body.append(
+            [
+                setup,
+                r["task"],
+                f"{r['bitwise_episodes']} / {r['episodes']}",
+                first,
+                f"{r['max_abs_reset_state_diff']:.2g}",
+                f"{r['max_abs_state_diff']:.2g}",
+                f"{r['success_agrees']} / {r['episodes']}",
+            ]
+        )
+    columns = ["replayed under", "task", "bitwise episodes", "first differing step", "max reset diff",
+               "max state diff", "success agrees"]  # fmt: skip
+    return measured(list(cells.values())) + "\n\n" + table(columns, body)
+
+
 def inference_latency(rows: list[Row]) -> str:
     """Batch-1 latency per chunk and control step of each sampler beside its bare-denoiser floor (MLP)."""
     cells = last_per(rows, lambda r: (r["backbone"], r["method"]))
@@ -1354,6 +1380,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "env_speed": env_speed,
     "render_speed": render_speed,
     "inference_latency": inference_latency,
+    "metaworld_mujoco4": metaworld_mujoco4,
     "lerobot_compare": lerobot_compare,
     "server_latency": server_latency,
     "train_precision": train_precision,
