@@ -588,12 +588,13 @@ def resume_episodes(
     """(observations, per-env returns so far) to start the loop from: the checkpoint's episodes in flight,
     replayed by an env that can (``restore_episodes``), so a resumed run retraces the uninterrupted one step
     for step; otherwise every env starts a new episode from ``seed``."""
-    if in_flight is not None and hasattr(env, "restore_episodes"):
-        obs = env.restore_episodes(in_flight["envs"])
+    if in_flight is not None:
+        restore = getattr(env, "restore_episodes", None)  # GPU sims (warp, Isaac) cannot
+        obs = restore(in_flight["envs"]) if restore is not None else None
         if obs is not None:
             return obs, np.asarray(in_flight["ep_return"], dtype=np.float64).copy()
         log.warning(
-            "the checkpoint's episodes in flight do not replay on this env (another simulator build, task or "
+            "the checkpoint's episodes in flight do not replay on this env (another simulator or build, task or "
             "num_envs): they start afresh, so this resume does not retrace the interrupted run step for step"
         )
     return env.reset(seed=seed), np.zeros(env.num_envs)

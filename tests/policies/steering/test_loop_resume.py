@@ -93,3 +93,33 @@ def test_a_stopped_and_resumed_run_ends_bit_identical_to_the_uninterrupted_one(t
     _same(a.modules, b.modules, "modules")  # learner, optimizers, replay, bank / BC replay
     _same(a.extra["in_flight"], b.extra["in_flight"], "in_flight")
     _same(a.extra["rng"], b.extra["rng"], "rng")
+
+
+class _NoReplayEnv:
+    """A batched env that cannot replay episodes in flight (a GPU sim's): only ``reset``."""
+
+    num_envs = 2
+
+    def reset(self, seed: int) -> dict[str, np.ndarray]:
+        return {"state": np.full((2, 3), float(seed))}
+
+
+class _ReplayEnv(_NoReplayEnv):
+    def restore_episodes(self, states: list) -> dict[str, np.ndarray] | None:
+        return {"state": np.asarray(states, dtype=float)} if states else None
+
+
+def test_episodes_in_flight_are_replayed_or_the_resume_says_they_start_afresh(caplog) -> None:
+    from robosteer.policies.steering.loop import resume_episodes
+
+    flight = {"envs": [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], "ep_return": [0.5, 1.5]}
+    obs, ret = resume_episodes(_ReplayEnv(), flight, seed=7)
+    assert obs["state"][1, 2] == 6.0 and ret.tolist() == [0.5, 1.5] and not caplog.records
+    for env, saved in ((_NoReplayEnv(), flight), (_ReplayEnv(), {"envs": [], "ep_return": [0.0, 0.0]})):
+        caplog.clear()
+        obs, ret = resume_episodes(env, saved, seed=7)
+        assert (obs["state"] == 7.0).all() and ret.tolist() == [0.0, 0.0]
+        assert "they start afresh" in caplog.text  # said, whichever env cannot replay them
+    caplog.clear()
+    obs, _ = resume_episodes(_NoReplayEnv(), None, seed=3)  # a fresh run: nothing to say
+    assert (obs["state"] == 3.0).all() and not caplog.records
