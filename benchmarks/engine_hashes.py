@@ -93,8 +93,8 @@ def tensor_hashes(run_dir: Path) -> dict[str, str]:
     return out
 
 
-def run_all(work: Path) -> dict[str, dict[str, str]]:
-    """Every run of RUNS in ``work``; returns ``{run: tensor_hashes}``."""
+def run_all(work: Path, only: list[str] | None = None) -> dict[str, dict[str, str]]:
+    """Every run of RUNS in ``work`` (``only``: those, and the DP run they steer); ``{run: tensor_hashes}``."""
     data = work / "demos"
     run_module(
         [
@@ -110,7 +110,9 @@ def run_all(work: Path) -> dict[str, dict[str, str]]:
     )
     fill = {"data": str(data / "demos.hdf5"), "dp": str(work / "dp")}
     hashes: dict[str, dict[str, str]] = {}
-    for name, module, overrides in RUNS:
+    wanted = set(only or [r[0] for r in RUNS])
+    wanted |= {"dp"} if any("{dp}" in o for r in RUNS if r[0] in wanted for o in r[2]) else set()
+    for name, module, overrides in (r for r in RUNS if r[0] in wanted):
         t0 = time.time()
         args = [o.format(**fill) for o in overrides] + ["seed=0", f"out={work / name}", *QUIET[module]]
         run_module([module, *args], work / f"{name}.log", ROOT)
@@ -123,8 +125,8 @@ def compare(before: dict[str, dict[str, str]], after: dict[str, dict[str, str]])
     """Print one line per run; True when every run's tensors are identical."""
     same_all = True
     print("\n| run | tensors | result |\n|---|---:|---|")
-    for run in before:
-        a, b = before[run], after.get(run, {})
+    for run in (r for r in before if r in after):  # a run left out with --only is not compared
+        a, b = before[run], after[run]
         diff = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
         same_all &= not diff
         result = "identical"
@@ -147,11 +149,14 @@ def main() -> int:
     mode.add_argument("--record", type=Path, help="write the hashes of this commit's runs to this JSON file")
     mode.add_argument("--compare", type=Path, help="re-run and compare with hashes recorded by --record")
     parser.add_argument("--work", type=Path, default=None, help="run directory (default: a temporary one)")
+    parser.add_argument(
+        "--only", nargs="+", choices=[r[0] for r in RUNS], help="these runs (+ the DP they steer)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="engine_hashes_") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        hashes = run_all(work)
+        hashes = run_all(work, args.only)
     if args.record:
         record: dict[str, Any] = {"provenance": provenance(" ".join(sys.argv)), "runs": hashes}
         args.record.parent.mkdir(parents=True, exist_ok=True)

@@ -66,13 +66,14 @@ def debug() -> bool:
     return os.environ.get("ROBOSTEER_DEBUG", "") not in ("", "0", "false")
 
 
-def env_backend(cfg: DictConfig, device: Any = None) -> dict[str, Any]:
+def env_backend(cfg: DictConfig, device: Any = None, output: str = "numpy") -> dict[str, Any]:
     """``make_env``'s ``sim=`` and ``device=`` from a command's config: a GPU-batched simulator (warp, Isaac)
-    steps on the device the policy runs on; Meta-World on the CPU whatever ``device`` is ({})."""
+    steps on the device the policy runs on, its outputs numpy or (``output="torch"``) tensors left there;
+    Meta-World on the CPU, in numpy, whatever ``device`` is ({})."""
     sim = str(cfg.get("sim", "metaworld"))
     if sim == "metaworld":
         return {}
-    return {"sim": sim, "device": None if device is None else str(device)}
+    return {"sim": sim, "device": None if device is None else str(device), "output": output}
 
 
 def nearest_choice(word: str, choices: Sequence[str]) -> str:

@@ -93,9 +93,10 @@ class Steering:
             mode = f"state+{mode}"
         return {"obs": mode, "cameras": cams, "image_size": size}
 
-    def make_env(self, num_envs: int, seed: int = 0, **kwargs: Any) -> Any:
+    def make_env(self, num_envs: int, seed: int = 0, output: str = "numpy", **kwargs: Any) -> Any:
         """The task's batched env with the base's inputs (obs mode, cameras, image size) and To-step windows;
-        seen through the base's embedding when it reads pixels (cameras render only at policy steps)."""
+        seen through the base's embedding when it reads pixels (cameras render only at policy steps).
+        ``output="torch"``: a GPU sim's tensors stay on its device (Meta-World's are numpy regardless)."""
         from robosteer import sim
         from robosteer.policies.steering.embedding import EmbeddedObsEnv
 
@@ -108,7 +109,7 @@ class Steering:
             **self.env_inputs(),
             obs_history=self.to,
             randomization=self.cfg.get("randomization"),
-            **env_backend(self.cfg, self.device),
+            **env_backend(self.cfg, self.device, output),
             **kwargs,
         )
         return (
@@ -465,6 +466,7 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         seed=int(cfg.seed),
         action_chunk=exec_steps,
         max_episode_steps=cfg.max_episode_steps,
+        output="torch",  # a GPU sim's observations stay on the device through the loop
     )  # fmt: skip
     checkpoint_config = loaded.record(str(cfg.base), str(cfg.which), str(cfg.get("protocol", "robosteer")))
     base_hash = checkpoint_config["base_hash"]  # None for a served base: its weights are the server's to keep

@@ -312,6 +312,7 @@ def make_env(
     render: str = "every_step",
     sim: str = "metaworld",
     device: str | None = None,
+    output: str = "numpy",
     **isaac_kwargs: Any,
 ) -> BatchedEnv | TorchBatchedEnv:
     """Build the batched env of a Meta-World v3 task (the one entry point scripts and tests use).
@@ -329,6 +330,7 @@ def make_env(
     state observations, on ``device`` "cpu" or "cuda"; numpy outputs), or an Isaac backend, "isaaclab" |
     "isaacgym" (then ``task`` is an Isaac task id, ``isaac_kwargs`` go to ``sim.isaac.make_isaac_env`` and
     outputs are numpy unless ``output="torch"``); ``device``: None is the backend's own (cpu; Isaac: cuda:0).
+    ``output``: "numpy", or "torch" for a GPU sim's tensors on its device (the steering loop keeps them there).
     Options a backend does not have must keep their defaults.
     """
     check_choice("sim", sim, SIMS)
@@ -344,14 +346,15 @@ def make_env(
             reward=reward,
             action_chunk=action_chunk,
             obs_history=obs_history,
-            output="numpy",
+            output=output,
         )
     if sim != "metaworld":
         return _make_isaac(task, sim, num_envs, seed, action_chunk, obs_history, isaac_kwargs, locals())
     if isaac_kwargs:
         raise TypeError(f"make_env got unexpected arguments {sorted(isaac_kwargs)} for sim='metaworld'")
-    if device not in (None, "cpu"):
-        raise ValueError(f"make_env(device={device!r}) is not valid with sim='metaworld': it runs on 'cpu'")
+    if device not in (None, "cpu") or output != "numpy":
+        shown = f"device={device!r}" if device not in (None, "cpu") else f"output={output!r}"
+        raise ValueError(f"make_env({shown}) is not valid with sim='metaworld': it runs on 'cpu', in numpy")
     return BatchedEnv(
         task,
         num_envs=num_envs,
@@ -402,7 +405,7 @@ def _make_isaac(
     device = given["device"]
     names = ("device",) if sim == "isaaclab" else ("sim_device", "rl_device")
     devices = {} if device is None else dict.fromkeys(names, device)
-    kwargs = {"output": "numpy", **devices, **isaac_kwargs}
+    kwargs = {"output": given["output"], **devices, **isaac_kwargs}
     return make_isaac_env(
         task,
         sim=sim,

@@ -518,18 +518,17 @@ def run_online(
     evaluates ``learner.eval_policy()``; ``offline``: transitions with the replay's fields, mixed into every
     batch at ``offline_ratio``; ``resume``; ``checkpoint_config``.
     """
-    from robosteer.policies.rl.offline import shaped_chunk_reward
-
-    # (the env's space is read after the device check)
     o = OnlineRun(learner, getattr(env, "single_observation_space", None), cfg, out_dir, **options)
     run, counters, keys, device, gen = o.run, o.counters, o.keys, o.device, o.gen
     num_envs = env.num_envs
     obs, ep_return = resume_episodes(env, o.in_flight, cfg.seed + 7919 * counters["transitions"])
     record = getattr(env, "episode_states", None)  # an env that can record its episodes in flight
+    on_device = getattr(env, "output", "numpy") == "torch"  # a GPU sim's tensors: kept on the device
+    step_env = TorchEnvSteps(o, ep_return) if on_device else NumpyEnvSteps(o, ep_return)
 
     def in_flight() -> dict[str, Any] | None:
         states = record() if record is not None else None
-        return None if states is None else {"envs": states, "ep_return": ep_return.copy()}
+        return None if states is None else {"envs": states, "ep_return": step_env.ep_return.copy()}
 
     run.start(o.step)  # a resumed run drops its stale events; Ctrl-C becomes a flag
     with run:
@@ -540,46 +539,123 @@ def run_online(
             obs_t = o.tensors(obs)  # once a step
             warm = not o.learning
             taken, chunk = (learner.warmup_action if warm else learner.explore)(obs_t, gen)
-            next_obs, reward, terminated, truncated, info = env.step(chunk.cpu().numpy())
-            steps = np.asarray(info["steps_executed"])
-            success = np.asarray(info["success"], dtype=bool)
-            if cfg.reward == "sparse":
-                r = np.where(success, 0.0, -1.0)
-            elif cfg.reward == "shaped":
-                r = shaped_chunk_reward(np.asarray(reward), steps, chunk.shape[1], cfg.reward_scale)
-            else:
-                r = np.asarray(reward, dtype=np.float64)
-            terminated = np.asarray(terminated, dtype=bool)  # (B,) episode ended in success
-            done_any = terminated | np.asarray(truncated)
-            real_next = final_obs(info, next_obs, done_any, keys)
-            next_t = o.tensors(real_next)
+            obs, next_t, reward, terminated, steps, done_any = step_env(env, chunk)
             # ours (time-outs): a time-out bootstraps (done = success only); DSRL's and EXPO's references store
             # it as terminal (ActionChunkWrapper returns truncated=False; train_robo.py masks it to 0)
             o.buffer.add(
                 **{f"obs/{k}": obs_t[k] for k in keys},
                 **{f"next_obs/{k}": next_t[k] for k in keys},
                 taken=taken,
-                reward=torch.as_tensor(r, dtype=torch.float32, device=device),
+                reward=torch.as_tensor(reward, dtype=torch.float32, device=device),
                 done=torch.as_tensor(terminated, dtype=torch.float32, device=device),
                 **(learner.transition_extras(next_t, gen) if o.extra_fields else {}),
             )
             learner.observe(obs_t, chunk, steps, done_any, terminated)
-            counters["env_steps"] += int(steps.sum())
+            executed = step_env.account(
+                reward, steps, done_any, terminated
+            )  # the env steps of this vector step
+            counters["env_steps"] += executed
             counters["transitions"] += num_envs
-            ep_return += r
-            for i in np.flatnonzero(done_any):
-                o.episode_ended(bool(terminated[i]), float(ep_return[i]))
-                ep_return[i] = 0.0
-            obs = next_obs
-
             if o.learning:
                 o.learn(num_envs)
-            run.progress(int(steps.sum()), **o.log())
-            if o.eval_fn is not None and run.due(counters["env_steps"], cfg.eval_every, before):
+            due_eval = o.eval_fn is not None and run.due(counters["env_steps"], cfg.eval_every, before)
+            due_save = run.due(counters["env_steps"], cfg.checkpoint_every, before)
+            if due_eval or due_save or o.step >= o.next_log:
+                step_env.settle()  # the episodes that ended, counted before they are logged or saved
+            run.progress(executed, **o.log())
+            if due_eval:
                 o.evaluate()
-            if run.due(counters["env_steps"], cfg.checkpoint_every, before):
+            if due_save:
                 o.save(in_flight())
+        step_env.settle()
         return o.finish(in_flight)
+
+
+class NumpyEnvSteps:
+    """A vector step of a numpy env (Meta-World): rewards, dones and the true next observations on the host,
+    the next observations moved to the learner's device; each finished episode counted as it ends."""
+
+    def __init__(self, o: OnlineRun, ep_return: np.ndarray) -> None:
+        self.o, self.ep_return = o, ep_return
+
+    def __call__(self, env: Any, chunk: torch.Tensor) -> tuple[Any, ...]:
+        from robosteer.policies.rl.offline import shaped_chunk_reward
+
+        cfg = self.o.cfg
+        next_obs, reward, terminated, truncated, info = env.step(chunk.cpu().numpy())
+        steps = np.asarray(info["steps_executed"])
+        success = np.asarray(info["success"], dtype=bool)
+        if cfg.reward == "sparse":
+            r = np.where(success, 0.0, -1.0)
+        elif cfg.reward == "shaped":
+            r = shaped_chunk_reward(np.asarray(reward), steps, chunk.shape[1], cfg.reward_scale)
+        else:
+            r = np.asarray(reward, dtype=np.float64)
+        terminated = np.asarray(terminated, dtype=bool)  # (B,) episode ended in success
+        done_any = terminated | np.asarray(truncated)
+        real_next = final_obs(info, next_obs, done_any, self.o.keys)
+        return next_obs, self.o.tensors(real_next), r, terminated, steps, done_any
+
+    def account(self, r: np.ndarray, steps: np.ndarray, done_any: np.ndarray, terminated: np.ndarray) -> int:
+        self.ep_return += r
+        for i in np.flatnonzero(done_any):
+            self.o.episode_ended(bool(terminated[i]), float(self.ep_return[i]))
+            self.ep_return[i] = 0.0
+        return int(steps.sum())
+
+    def settle(self) -> None:
+        """Every ended episode is counted as it ends: nothing waits."""
+
+
+class TorchEnvSteps:
+    """A vector step of a tensor env (MuJoCo Warp, Isaac) on the learner's device, with one host sync (the env
+    steps executed): rewards, dones, returns and the true next observations stay tensors, and the finished
+    episodes' figures wait on the device until :meth:`settle` (before a log, an evaluation or a save)."""
+
+    SETTLE_EVERY = 64  # vector steps of episode figures held on the device at most
+
+    def __init__(self, o: OnlineRun, ep_return: np.ndarray) -> None:
+        self.o = o
+        self.returns = torch.as_tensor(ep_return, dtype=torch.float64, device=o.device)  # (B,)
+        self.pending: list[torch.Tensor] = []  # (3, B) per vector step: done, success, return at the end
+
+    @property
+    def ep_return(self) -> np.ndarray:
+        return self.returns.cpu().numpy()
+
+    def __call__(self, env: Any, chunk: torch.Tensor) -> tuple[Any, ...]:
+        cfg = self.o.cfg
+        next_obs, reward, terminated, truncated, info = env.step(chunk)
+        steps = info["steps_executed"]  # (B,)
+        if cfg.reward == "sparse":
+            r = torch.where(info["success"], 0.0, -1.0).to(torch.float64)
+        elif cfg.reward == "shaped":  # shaped_chunk_reward, in torch
+            r = (reward.to(torch.float64) / cfg.reward_scale - steps.to(torch.float64)) / chunk.shape[1]
+        else:
+            r = reward.to(torch.float64)
+        done_any = terminated | truncated
+        real_next = {k: info["final_obs"][k] for k in self.o.keys}  # the true next obs of every env
+        return next_obs, self.o.tensors(real_next), r, terminated, steps, done_any
+
+    def account(
+        self, r: torch.Tensor, steps: torch.Tensor, done_any: torch.Tensor, terminated: torch.Tensor
+    ) -> int:
+        self.returns += r
+        self.pending.append(torch.stack([done_any.double(), terminated.double(), self.returns.clone()]))
+        self.returns = torch.where(done_any, 0.0, self.returns)
+        if len(self.pending) >= self.SETTLE_EVERY:
+            self.settle()
+        return int(steps.sum())  # the one host sync of a vector step
+
+    def settle(self) -> None:
+        """Count the episodes that ended since the last settle, in the order they ended (one host sync)."""
+        if not self.pending:
+            return
+        held = torch.stack(self.pending).cpu().numpy()  # (T, 3, B)
+        self.pending = []
+        for done, success, ret in held:
+            for i in np.flatnonzero(done):
+                self.o.episode_ended(bool(success[i]), float(ret[i]))
 
 
 def resume_episodes(
