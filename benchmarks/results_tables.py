@@ -554,6 +554,59 @@ def dsrl_observations(r: Row) -> str:
     return "normalised" if "dsrl.normalize_obs=true" in (r.get("overrides") or []) else "raw"
 
 
+def dsrl_task_screen(rows: list[Row]) -> str:
+    """The plain bases screened for DSRL on any task: a few clean demos, no augmentation, 100 unseen episodes."""
+    bases = last_per(
+        [r for r in rows if r.get("part") == "base"], lambda r: (r["task"], json.dumps(r["base"]))
+    )
+    body = [
+        [r["task"], r["base"]["demos"], f"{r['base']['steps']:,}", f"{r['base_success']:.2f}",
+         "yes" if 0.2 <= r["base_success"] <= 0.8 else "no"]
+        for r in sorted(bases.values(), key=lambda r: r["task"])
+    ]  # fmt: skip
+    columns = ["task", "clean demos", "training steps", "base success (100 ep.)", "in 0.2-0.8"]
+    return measured(list(bases.values())) + "\n\n" + table(columns, body)
+
+
+def dsrl_any_task(rows: list[Row]) -> str:
+    """DSRL-NA from a base whose augmentation ``action_noise_std=auto`` chose, per task and seed: the plain
+    base (its screening row), the σ chosen with each probe's ratio, the auto base, and what DSRL made of it."""
+    plain = {
+        r["task"]: r["base_success"] for r in rows if r.get("part") == "base" and not r["base"].get("augment")
+    }
+    runs = sorted(
+        last_per([r for r in rows if r.get("part") != "base"], lambda r: (r["task"], r["seed"])).values(),
+        key=lambda r: (r["task"], r["seed"]),
+    )
+    body = []
+    for r in runs:
+        auto = r.get("auto_noise") or {}
+        probes = ", ".join(f"{p['sigma']:g}: {p['ratio']:.2f}" for p in auto.get("probes", []))
+        removed = r.get("failures_removed")
+        body.append(
+            [
+                r["task"],
+                r["seed"],
+                f"{plain[r['task']]:.2f}" if r["task"] in plain else "—",
+                f"{auto['chosen']:g}" if auto.get("chosen") is not None else "none",
+                probes or "—",
+                f"{r['base_success']:.2f}",
+                f"**{r['success_rate']:.2f}**",
+                f"{r['success_rate'] - r['base_success']:+.2f}",
+                "—" if removed is None else f"{removed:.2f}",
+                kept_checkpoints(r.get("unseen_history")),
+                f"{r['env_steps']:,}",
+            ]
+        )
+    if not body:
+        raise TableError("no DSRL rows from auto-augmented bases")
+    columns = [
+        "task", "seed", "plain base (100 ep.)", "σ chosen", "probe ratios (σ: ratio)", "auto base (100 ep.)",
+        "final actor (100 unseen ep.)", "lift", "failures removed", "kept checkpoints, same ep.", "env steps",
+    ]  # fmt: skip
+    return measured(runs) + "\n\n" + table(columns, body)
+
+
 def dsrl_clean(rows: list[Row]) -> str:
     """DSRL-NA on bases from a few clean demos, trained with action noise: steerability, base and final actors."""
 
@@ -737,6 +790,18 @@ def metaworld_mujoco4(rows: list[Row]) -> str:
         )
     columns = ["replayed under", "task", "bitwise episodes", "first differing step", "max reset diff",
                "max state diff", "success agrees"]  # fmt: skip
+    return measured(list(cells.values())) + "\n\n" + table(columns, body)
+
+
+def steering_throughput(rows: list[Row]) -> str:
+    """DSRL-NA's loop per sim and batch: acting-only and learning env steps/s, and updates/s."""
+    cells = last_per(rows, lambda r: (r["sim"], r["num_envs"], r["device"], r["utd"]))
+    body = [
+        [r["sim"], r["num_envs"], r["device"], f"{r['acting_env_steps_per_s']:,.0f}",
+         f"{r['learning_env_steps_per_s']:,.1f}", f"{r['updates_per_s']:,.1f}"]
+        for _, r in sorted(cells.items(), key=lambda kv: (kv[0][0] != "metaworld", kv[0][1]))
+    ]  # fmt: skip
+    columns = ["sim", "envs", "device", "env steps/s, acting only", "env steps/s, learning", "updates/s"]
     return measured(list(cells.values())) + "\n\n" + table(columns, body)
 
 
@@ -1371,6 +1436,8 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "dsrl_weak_base": dsrl_weak_base,
     "dsrl_baselines": dsrl_baselines,
     "dsrl_clean": dsrl_clean,
+    "dsrl_any_task": dsrl_any_task,
+    "dsrl_task_screen": dsrl_task_screen,
     "dsrl_settings": dsrl_settings,
     "dsrl_kept": dsrl_kept,
     "dsrl_kept_average": dsrl_kept_average,
@@ -1381,6 +1448,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "render_speed": render_speed,
     "inference_latency": inference_latency,
     "metaworld_mujoco4": metaworld_mujoco4,
+    "steering_throughput": steering_throughput,
     "lerobot_compare": lerobot_compare,
     "server_latency": server_latency,
     "train_precision": train_precision,

@@ -498,3 +498,56 @@ def test_lerobot_compare_without_rows_is_a_one_line_error(
     rc, _, err = run(capsys, str(fence(tmp_path / "x.md", "lerobot_compare", str(rows))))
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert "table lerobot_compare: no rows of benchmarks/lerobot_compare.py" in err
+
+
+def test_dsrl_any_task_puts_the_plain_base_the_auto_choice_and_the_failures_removed_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Synthetic rows (made-up figures): the screening row gives the plain base, the run row its auto choice."""
+    prov = {"command": "python ...", "commit": "0000000", "machine": "x86_64 2 cores", "load": 2.0}
+    screen = {"task": "hammer-v3", "part": "base", "base": {"noise": 0.0, "demos": 10, "steps": 3000},
+              "episodes": 100, "base_success": 0.5, **prov}  # fmt: skip
+    auto = {"chosen": 0.2, "probes": [{"sigma": 0.0, "ratio": 0.31}, {"sigma": 0.1, "ratio": 0.4},
+                                      {"sigma": 0.2, "ratio": 0.62}]}  # fmt: skip
+    base = {"noise": 0.0, "demos": 10, "steps": 3000, "augment": "auto"}
+    run_row = dsrl_row("hammer-v3", 0, base=base, base_success=0.4, success_rate=0.7, env_steps=30012,
+                       auto_noise=auto, failures_removed=0.5)  # fmt: skip
+    rows = tmp_path / "any.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in (screen, run_row)))
+    md = fence(tmp_path / "runs.md", "dsrl_any_task", str(rows))
+    assert run(capsys, "--write", str(md))[0] == 0
+    cells = table_lines(md)[1].split(" | ")
+    assert cells[1:10] == ["0", "0.50", "0.2", "0: 0.31, 0.1: 0.40, 0.2: 0.62", "0.40", "**0.70**", "+0.30",
+                           "0.50", "—"]  # fmt: skip
+    md = fence(tmp_path / "screen.md", "dsrl_task_screen", str(rows))
+    assert run(capsys, "--write", str(md))[0] == 0
+    assert table_lines(md)[1] == "| hammer-v3 | 10 | 3,000 | 0.50 | yes |"
+
+
+def test_metaworld_mujoco4_and_steering_throughput_draw_their_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prov = {"command": "python ...", "commit": "0000000", "machine": "x86_64 2 cores", "load": 2.0}
+    failed = {"dataset": "runs/x/push-v3/demos.hdf5", "mujoco": "4.0.0", "patched_welds": False,
+              "error": "ValueError: shapes", **prov}  # fmt: skip
+    replayed = {"task": "push-v3", "dataset": "runs/x/push-v3/demos.hdf5", "mujoco": "4.0.0", "patched_welds": True,
+                "episodes": 10, "env_steps": 600, "bitwise_episodes": 0, "first_differing_step_min": 0,
+                "first_differing_step_median": 0.0, "max_abs_state_diff": 0.0772, "max_abs_reset_state_diff": 0.00056,
+                "success_agrees": 9, **prov}  # fmt: skip
+    rows = tmp_path / "mj4.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in (failed, replayed)))
+    md = fence(tmp_path / "mj4.md", "metaworld_mujoco4", str(rows))
+    assert run(capsys, "--write", str(md))[0] == 0
+    body = table_lines(md)[1:]
+    assert body[0].startswith("| mujoco 4.0.0 | push-v3 | — |") and "fails: ValueError: shapes" in body[0]
+    assert (
+        body[1]
+        == "| mujoco 4.0.0, weld reset fitted to 4.0 | push-v3 | 0 / 10 | 0 | 0.00056 | 0.077 | 9 / 10 |"
+    )
+    cell = {"sim": "warp", "num_envs": 256, "device": "cpu", "utd": 2.0, "acting_env_steps_per_s": 1234.5,
+            "learning_env_steps_per_s": 20.04, "updates_per_s": 10.0, **prov}  # fmt: skip
+    rows = tmp_path / "tp.jsonl"
+    rows.write_text(json.dumps(cell) + "\n")
+    md = fence(tmp_path / "tp.md", "steering_throughput", str(rows))
+    assert run(capsys, "--write", str(md))[0] == 0
+    assert table_lines(md)[1] == "| warp | 256 | cpu | 1,234 | 20.0 | 10.0 |"

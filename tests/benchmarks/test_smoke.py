@@ -257,3 +257,10 @@ def test_data_scaling(tmp_path: Path) -> None:
     args = ["--tasks", "push-v3", "--policies", "flow", "--demos", "2", "--seeds", "0", "--collect", "3"]
     out = run("benchmarks/data_scaling.py", *args, "--steps", "2", "--episodes", "1", "--out", str(tmp_path))
     assert "| task | policy | 2 demos | train min/run |" in out and "| push-v3 | flow | " in out
+
+
+def test_steering_throughput() -> None:
+    """CPU Meta-World's cell only (Warp's needs .venv-gpu: tests/sim/gpu runs the loop there)."""
+    args = ["--sims", "metaworld", "--num-envs", "2", "--warmup", "1", "--steps", "1", "--utd", "0.5"]
+    out = run("benchmarks/steering_throughput.py", *args, "--rows", "")
+    assert "| metaworld | 2 | cpu |" in out
