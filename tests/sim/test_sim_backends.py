@@ -1,6 +1,6 @@
 """The ``sim=`` choice of make_env (sim/backends.py): every refusal is one message naming the choices, made before
 the backend is imported. In .venv (no MuJoCo Warp) ``sim='warp'`` says where Warp lives; in .venv-gpu the
-same calls build Warp worlds (tests/sim/gpu/test_sim_gpu_backend.py)."""
+same calls build Warp worlds (tests/sim/gpu/test_sim_gpu_commands.py)."""
 
 from __future__ import annotations
 
