@@ -3,10 +3,10 @@
 Why: ``sim=warp`` exists to feed the steering loop many envs at once. Whether that pays depends on what the
 loop spends its time on: acting and stepping (what a GPU sim batches) or gradient updates (``utd`` per
 transition, whatever the sim). Each cell runs the real loop (``run_dsrl``, the device-resident path on Warp)
-on a frozen base three times in one process: a warm-up pass (kernel loading and compilation, discarded), then
-``--warmup`` vector steps of acting only (warm-up chunks: base decode + env step + replay), then the same plus
-``--steps`` vector steps with updates at ``--utd``; the difference of the last two is the learning loop's
-rate. No evaluation, one small save. Each sim runs in its own environment (Meta-World: ``--metaworld-python``,
+on a frozen base twice in one process: a warm-up pass (kernel loading and compilation, discarded), then
+``--warmup`` vector steps of acting only (warm-up chunks: base decode + env step + replay) followed by
+``--steps`` vector steps with updates at ``--utd``, each phase clocked where it happens (the acting phase ends
+at the first gradient step). No evaluation, one small save. Each sim runs in its own environment (Meta-World: ``--metaworld-python``,
 mujoco 3.3.0; Warp: ``--warp-python``, .venv-gpu), so one command compares them side by side:
 
     python benchmarks/steering_throughput.py --num-envs 4 64 256 --rows docs/results/steering_throughput.jsonl
@@ -39,7 +39,8 @@ PYTHONS = {"metaworld": ROOT / ".venv" / "bin" / "python", "warp": ROOT / ".venv
 def loop_seconds(
     base: Any, env: Any, vector_steps: int, warmup: int, utd: float, device: str
 ) -> dict[str, Any]:
-    """One ``run_dsrl`` of ``warmup`` acting-only vector steps then ``vector_steps`` learning ones: its clock."""
+    """One ``run_dsrl`` of ``warmup`` acting-only vector steps then ``vector_steps`` learning ones, clocked in
+    place: the acting phase ends at the first gradient step; the learning phase runs from there to the end."""
     import torch
 
     from robosteer.policies.steering.dsrl import DSRL, DSRLConfig, run_dsrl
@@ -55,9 +56,29 @@ def loop_seconds(
         checkpoint_every=10**9, log_every=10**9, progress=False, buffer_size=(warmup + vector_steps + 1) * b,
         device=device,
     )  # fmt: skip
+    clock = {"learn_at": None, "steps": 0, "steps_at_learn": 0}
+    learn, step = learner.learn, env.step
+
+    def timed_learn(*args: Any, **kwargs: Any) -> Any:
+        if clock["learn_at"] is None:
+            clock["learn_at"], clock["steps_at_learn"] = time.perf_counter(), clock["steps"]
+        return learn(*args, **kwargs)
+
+    def counted_step(action: Any) -> Any:
+        out = step(action)
+        clock["steps"] += int(out[4]["steps_executed"].sum())
+        return out
+
+    learner.learn, env.step = timed_learn, counted_step
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
         m = run_dsrl(learner, env, cfg, out)
-    return {"seconds": m["wall_time_s"], "env_steps": m["env_steps"], "updates": m["updates"]}
+    end, learn_at = time.perf_counter(), clock["learn_at"]
+    if learn_at is None:
+        raise SystemExit(f"no gradient step in {vector_steps} learning vector steps: raise --steps or --utd")
+    acting = clock["steps_at_learn"] / (learn_at - start)  # reset, warm-up chunks, replay
+    learning = (clock["steps"] - clock["steps_at_learn"]) / (end - learn_at)  # + updates and one small save
+    return {"acting": acting, "learning": learning, "updates_per_s": m["updates"] / (end - learn_at)}
 
 
 def cell(sim_name: str, num_envs: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -79,18 +100,15 @@ def cell(sim_name: str, num_envs: int, args: argparse.Namespace) -> dict[str, An
             return loop_seconds(base, env, steps, warmup, args.utd, device)
 
     run(1, 1)  # kernel loading and compilation, caches: discarded
-    acting = run(args.warmup, 0)
-    whole = run(args.warmup, args.steps)
-    dt = whole["seconds"] - acting["seconds"]
-    learn_steps = whole["env_steps"] - acting["env_steps"]
+    clocked = run(args.warmup, args.steps)
     return {
         "sim": sim_name,
         "num_envs": num_envs,
         "device": device,
         "utd": args.utd,
-        "acting_env_steps_per_s": acting["env_steps"] / acting["seconds"],
-        "learning_env_steps_per_s": learn_steps / dt,
-        "updates_per_s": whole["updates"] / dt,
+        "acting_env_steps_per_s": clocked["acting"],
+        "learning_env_steps_per_s": clocked["learning"],
+        "updates_per_s": clocked["updates_per_s"],
         "vector_steps": [args.warmup, args.steps],
         "task": args.task,
         "base": str(Path(args.base).relative_to(ROOT)) if Path(args.base).is_relative_to(ROOT) else args.base,
