@@ -569,8 +569,7 @@ def dsrl_task_screen(rows: list[Row]) -> str:
 
 
 def dsrl_any_task(rows: list[Row]) -> str:
-    """DSRL-NA from a base whose augmentation ``action_noise_std=auto`` chose, per task and seed: the plain
-    base (its screening row), the σ chosen with each probe's ratio, the auto base, and what DSRL made of it."""
+    """DSRL-NA per task and seed from an ``action_noise_std=auto`` base: plain base, σ chosen, probes, result."""
     plain = {
         r["task"]: r["base_success"] for r in rows if r.get("part") == "base" and not r["base"].get("augment")
     }
