@@ -342,15 +342,15 @@ FAULTS = [
     _f(
         "loop: next obs of a finished episode is the reset obs",
         LOOP,
-        "real_next = final_obs(info, next_obs, done_any, keys)",
-        "real_next = {k: np.asarray(next_obs[k]) for k in keys}",
+        "real_next = final_obs(info, next_obs, done_any, self.o.keys)",
+        "real_next = {k: np.asarray(next_obs[k]) for k in self.o.keys}",
         T_LOOP,
     ),
     _f(
         "loop: final obs substituted only for successes",
         LOOP,
-        "real_next = final_obs(info, next_obs, done_any, keys)",
-        "real_next = final_obs(info, next_obs, terminated, keys)",
+        "real_next = final_obs(info, next_obs, done_any, self.o.keys)",
+        "real_next = final_obs(info, next_obs, terminated, self.o.keys)",
         T_LOOP,
     ),
     _f(
@@ -541,8 +541,8 @@ FAULTS = [
     _f(
         "resume: the checkpoint's episodes in flight are ignored (every env restarts from a fresh seed)",
         LOOP,
-        '    if in_flight is not None and hasattr(env, "restore_episodes"):',
-        "    if False:",
+        "        obs = restore(in_flight[\"envs\"]) if restore is not None else None",
+        "        obs = None",
         T_RESUME,
     ),
     _f(
