@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+import clirun
 import pytest
 
 if importlib.util.find_spec("hydra") is not None:
@@ -61,7 +61,7 @@ def pixel_base_run(tmp_path_factory) -> tuple[Path, Path]:
 
     def run(module: str, *args: str) -> None:
         cmd = [sys.executable, "-m", module, *args, "progress=false"]
-        p = subprocess.run(cmd, cwd=work, env=ENV, capture_output=True, text=True, timeout=300)
+        p = clirun.run(cmd, cwd=work, env=ENV, capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, p.stderr[-3000:]
 
     run("robosteer.scripts.collect", "task=push-v3", "episodes=2", "obs=pixels", "image_size=32", "out=demos")

@@ -14,10 +14,10 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+import clirun
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,9 +31,7 @@ DP_RUN = ROOT / "tests" / "fixtures" / "runs_fa6b6cd" / "dp"  # a tiny committed
 
 
 def run(*args: str, cwd: Path = ROOT, timeout: float = 120) -> str:
-    p = subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout
-    )
+    p = clirun.run([sys.executable, *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, (
         f"{' '.join(args)} exited {p.returncode}:\n{p.stdout[-1500:]}\n{p.stderr[-3000:]}"
     )

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import clirun
 import h5py
 import numpy as np
 import pytest
@@ -41,7 +42,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run(args: list[str], timeout: float = 120.0) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
+    return clirun.run(
         [sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
     )
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import clirun
 import pytest
 
 from robosteer.scripts.cli import check_overrides
@@ -73,7 +74,7 @@ def test_valid_command_lines_pass(capsys, tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return clirun.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 def test_a_directory_as_dataset_points_at_the_file_inside(tmp_path: Path) -> None:

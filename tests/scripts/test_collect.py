@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
+import clirun
 import numpy as np
 import pytest
 from _ctrl_c import ctrl_c_when
@@ -86,7 +86,7 @@ def test_recorded_transitions_are_consistent(tmp_path):
 
 def test_cli_writes_run_directory(tmp_path):
     out = tmp_path / "run"
-    res = subprocess.run(
+    res = clirun.run(
         [
             sys.executable,
             "-m",
@@ -109,7 +109,7 @@ def test_cli_writes_run_directory(tmp_path):
 
 
 def test_cli_rejects_unknown_task(tmp_path):
-    res = subprocess.run(
+    res = clirun.run(
         [sys.executable, "-m", "robosteer.scripts.collect", "task=psh-v3", "episodes=1", f"out={tmp_path}"],
         cwd=ROOT,
         capture_output=True,

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import clirun
 import pytest
 
 from robosteer.policies import make_policy
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return clirun.run(
         [sys.executable, "-m", "robosteer.scripts.evaluate", "progress=false", *args],
         cwd=ROOT,
         capture_output=True,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import clirun
 import h5py
 import numpy as np
 import pytest
@@ -35,7 +36,7 @@ TINY = [
 
 def _cli(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", module, *args]
-    return subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)
+    return clirun.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,9 @@ about, its default, its allowed values (the validator's own set) and what it doe
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 
+import clirun
 import pytest
 
 from robosteer.scripts.cli import accepted_groups
@@ -127,7 +127,7 @@ def test_choice_keys_list_exactly_the_validators_set(command: str, args: list[st
 
 
 def test_help_is_the_commands_own_screen_and_exits_0() -> None:
-    p = subprocess.run(
+    p = clirun.run(
         [sys.executable, "-m", "robosteer.scripts.steer", "algo=expo", "--help"],
         capture_output=True,
         text=True,

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import clirun
 import numpy as np
 import pytest
 import torch
@@ -48,7 +49,7 @@ TINY_STEER = [
 
 def _run(module: str, *args: str, cwd: Path, input: str | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", module, *args]
-    return subprocess.run(cmd, cwd=cwd, env=ENV, input=input, capture_output=True, text=True, timeout=300)
+    return clirun.run(cmd, cwd=cwd, env=ENV, input=input, capture_output=True, text=True, timeout=300)
 
 
 def _eval(run: str, out: str, cwd: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -576,7 +577,7 @@ def test_dsrl_steers_on_the_sim_twin_survives_its_kill_and_resumes(setup):
     saved = json.loads((run / "checkpoints" / "latest" / "config.json").read_text())
     assert saved["robot"] == "sim_twin"
 
-    p = subprocess.run(
+    p = clirun.run(
         [*cmd, "env_steps=200", "resume=true"], cwd=work, env=ENV, capture_output=True, text=True, timeout=300
     )
     assert p.returncode == 0, p.stderr[-3000:]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import clirun
 import pytest
 import torch
 
@@ -19,7 +20,7 @@ sys.path.insert(0, str(REPO / "tests" / "policies" / "value"))
 
 def _run_cli(module: str, *args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", module, *args]
-    return subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+    return clirun.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
 
 
 def _value(*args: str) -> subprocess.CompletedProcess:

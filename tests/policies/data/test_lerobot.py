@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import clirun
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -425,7 +426,7 @@ def test_console_error_exit_status(tmp_path):
     """The real argv path: exit status 2 and one line, no traceback."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "robosteer.scripts.dataset", "import", f"src={tmp_path}", "out=x.hdf5"]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    proc = clirun.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "not a LeRobot dataset" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no outputs/, no .hydra/
@@ -441,7 +442,7 @@ def test_train_from_imported_file(tmp_path):
     small += ["log_every=2", "checkpoint_every=3", "progress=false", "lr_warmup_steps=2"]
     cmd = [sys.executable, "-m", "robosteer.scripts.train", "policy=diffusion", f"dataset={data}", "steps=3"]
     cmd += ["out=run", "obs_keys=[state,image/front]", *small]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = clirun.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert m["steps"] == 3 and np.isfinite(m["final_loss"]) and m["num_episodes"] == 3

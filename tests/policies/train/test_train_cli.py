@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+import clirun
 import numpy as np
 import pytest
 import torch
@@ -55,7 +55,7 @@ def test_cli_writes_run_dir_without_chdir(tmp_path, demos):
         "seed=1",
         *SMALL,
     ]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    proc = clirun.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = tmp_path / "runs" / "dp"  # relative `out` resolved against the caller's cwd: Hydra did not chdir
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
