@@ -29,6 +29,7 @@ POSITIVE = {
     "eval_episodes",
     "eval_envs",
     "samples",
+    "demo_limit",  # or null: every demo
 }
 # Keys that take a number >= 0 or one word: {(config, key): word}
 NUMBER_OR_WORD = {("train", key): word for key, word in TRAIN_NUMBER_OR_WORD.items()}

@@ -79,10 +79,12 @@ def chunk_transitions(
         raise ValueError(f"offline reward={reward!r} is not known: expected one of {REWARDS}")
     if n_obs_steps < 1 or n_action_steps < 1:
         raise ValueError(f"n_obs_steps and n_action_steps must be >= 1, got {n_obs_steps}, {n_action_steps}")
+    if demo_limit is not None and demo_limit < 1:  # as SequenceDataset: 0 is not "all"
+        raise ValueError(f"demo_limit must be None (every demo) or >= 1, got {demo_limit}")
     parts: dict[str, list[np.ndarray]] = {}
     with open_dataset(path) as demos:
         keys = demos.check_obs_keys(obs_keys)
-        names = demos.demo_names[:demo_limit] if demo_limit else demos.demo_names
+        names = demos.demo_names[:demo_limit]  # (None: all)
         for name in names:
             ep = demos.episode(name, keys)
             if ep["dones"] is None or (reward != "sparse" and ep["rewards"] is None):

@@ -6,6 +6,58 @@ surviving mutant whose diff is listed here counts as equivalent in its row, not 
 """
 
 EQUIVALENTS: list[dict[str, str]] = [
+    # ------------------------------------------------------------------------------ policies/rl/offline.py
+    {
+        "module": "policies/rl/offline.py",
+        "diff": """
+-    out = np.zeros(len(r), dtype=np.float64)
++    out = np.zeros(len(r), dtype=None)
+""",
+        "why": "np.zeros' default dtype is float64: the same array.",
+    },
+    {
+        "module": "policies/rl/offline.py",
+        "diff": """
+-    out = np.zeros(len(r), dtype=np.float64)
++    out = np.zeros(len(r), )
+""",
+        "why": "np.zeros' default dtype is float64: the same array.",
+    },
+    {
+        "module": "policies/rl/offline.py",
+        "diff": """
+-    dones = np.asarray(ep["dones"]).astype(bool)  # (T,)
++    dones = np.asarray(ep["dones"]).astype(None)  # (T,)
+""",
+        "why": "the flags become float64 0/1; only .any() and np.flatnonzero read them, which see the same "
+        "non-zero entries.",
+    },
+    {
+        "module": "policies/rl/offline.py",
+        "diff": """
+-    out["action"] = actions[steps].reshape(len(start), -1)
++    out["action"] = actions[steps].reshape(len(start), -2)
+""",
+        "why": "numpy infers any negative dimension as -1: the same shape.",
+    },
+    {
+        "module": "policies/rl/offline.py",
+        "diff": """
+-    return (np.asarray(summed, dtype=np.float64) / scale - np.asarray(steps, dtype=np.float64)) / chunk
++    return (np.asarray(summed, dtype=np.float64) / scale - np.asarray(steps, dtype=None)) / chunk
+""",
+        "why": "steps are counts of executed steps (integers, exact in any dtype); subtracting them from a "
+        "float64 array gives float64 either way.",
+    },
+    {
+        "module": "policies/rl/offline.py",
+        "diff": """
+-    return (np.asarray(summed, dtype=np.float64) / scale - np.asarray(steps, dtype=np.float64)) / chunk
++    return (np.asarray(summed, dtype=np.float64) / scale - np.asarray(steps, )) / chunk
+""",
+        "why": "steps are counts of executed steps (integers, exact in any dtype); subtracting them from a "
+        "float64 array gives float64 either way.",
+    },
     # ------------------------------------------------------------------------------ policies/rl/replay.py
     {
         "module": "policies/rl/replay.py",
