@@ -87,11 +87,12 @@ def cell(sim_name: str, num_envs: int, args: argparse.Namespace) -> dict[str, An
 
     from robosteer import sim
     from robosteer.policies import load_policy
+    from robosteer.scripts.common import env_backend
 
     torch.set_num_threads(args.threads)
     device = args.device if sim_name == "warp" else "cpu"
     base = load_policy(args.base, which="ema", device=device)
-    backend = {} if sim_name == "metaworld" else {"sim": sim_name, "device": device, "output": "torch"}
+    backend = env_backend({"sim": sim_name}, device, output="torch")  # the commands' sim= and device=
     chunk, history = base.config.n_action_steps, base.config.n_obs_steps
 
     def run(warmup: int, steps: int) -> dict[str, Any]:
