@@ -6,6 +6,51 @@ surviving mutant whose diff is listed here counts as equivalent in its row, not 
 """
 
 EQUIVALENTS: list[dict[str, str]] = [
+    # ------------------------------------------------------------------------------ policies/value/calql.py
+    {
+        "module": "policies/value/calql.py",
+        "diff": """
+-        critic.obs_dim, self.action_dim, cfg.hidden, act=cfg.activation, zero_init=False
++        critic.obs_dim, self.action_dim, cfg.hidden, act=cfg.activation, zero_init=None
+""",
+        "why": "TanhGaussianActor tests `if zero_init:`; None is falsy as False is: the same initialisation.",
+    },
+    {
+        "module": "policies/value/calql.py",
+        "diff": """
+-    self.actor_sched = LambdaLR(self.actor_opt, lr_lambda("constant", cfg.actor_warmup_steps, 0))
++    self.actor_sched = LambdaLR(self.actor_opt, lr_lambda("constant", cfg.actor_warmup_steps, None))
+""",
+        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule "
+        "never reads it.",
+    },
+    {
+        "module": "policies/value/calql.py",
+        "diff": """
+-    self.actor_sched = LambdaLR(self.actor_opt, lr_lambda("constant", cfg.actor_warmup_steps, 0))
++    self.actor_sched = LambdaLR(self.actor_opt, lr_lambda("constant", cfg.actor_warmup_steps, 1))
+""",
+        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule "
+        "never reads it.",
+    },
+    {
+        "module": "policies/value/calql.py",
+        "diff": """
+-    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.critic_warmup_steps, 0))
++    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.critic_warmup_steps, None))
+""",
+        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule "
+        "never reads it.",
+    },
+    {
+        "module": "policies/value/calql.py",
+        "diff": """
+-    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.critic_warmup_steps, 0))
++    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.critic_warmup_steps, 1))
+""",
+        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule "
+        "never reads it.",
+    },
     # ------------------------------------------------------------------------------ policies/rl/offline.py
     {
         "module": "policies/rl/offline.py",
