@@ -34,7 +34,9 @@ def _resolved(cfg, node: str, cls: type) -> dict:
     for key in TOP_LEVEL.get(node, ()):
         assert key not in values, f"{node}.{key} is a second name of the top-level {key}"
         values[key] = cfg[key]
-    for key in LIBRARY_ONLY.get(node, ()):  # W&B's variables: no command-line copy, the field's default stands
+    for key in LIBRARY_ONLY.get(
+        node, ()
+    ):  # W&B's variables: no command-line copy, the field's default stands
         assert key not in values, f"{node}.{key} is W&B's own variable, not a command-line key"
         values[key] = getattr(cls(), key)
     return values

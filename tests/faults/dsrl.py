@@ -541,7 +541,7 @@ FAULTS = [
     _f(
         "resume: the checkpoint's episodes in flight are ignored (every env restarts from a fresh seed)",
         LOOP,
-        "        obs = restore(in_flight[\"envs\"]) if restore is not None else None",
+        '        obs = restore(in_flight["envs"]) if restore is not None else None',
         "        obs = None",
         T_RESUME,
     ),

@@ -233,7 +233,7 @@ FAULTS = [
     {
         "name": "pixels own encoder: loading a run forgets the actor's encoder",
         "file": "policies/steering/obs_spec.py",
-        "old": "        own = saved.get(\"actor_obs\") == \"encoder\"\n",
+        "old": '        own = saved.get("actor_obs") == "encoder"\n',
         "new": "        own = False\n",
         "tests": [
             "tests/scripts/test_steer.py::test_dsrl_from_pixels_with_its_own_encoder_keeps_uint8_images_and_trains_a_copy"

@@ -776,7 +776,9 @@ def main() -> int:
     )
     parser.add_argument("--force", action="store_true", help="run a module even when its row exists")
     parser.add_argument("--commit", action="store_true", help="git-commit the rows file after each module")
-    parser.add_argument("--docs", action="store_true", help="rewrite docs/experiments/mutation.md from the rows")
+    parser.add_argument(
+        "--docs", action="store_true", help="rewrite docs/experiments/mutation.md from the rows"
+    )
     parser.add_argument("--_helper", default="", help=argparse.SUPPRESS)
     parser.add_argument("--_arg", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()

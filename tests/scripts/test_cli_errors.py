@@ -31,7 +31,12 @@ MISTAKES = [
         "episodes=-1: expected an integer >= 1",
     ),
     ("robosteer-train", "train", ["dataset=d.hdf5", "steps=-5"], "steps=-5: expected an integer >= 1"),
-    ("robosteer-value", "value", ["dataset=d.hdf5", "demo_limit=0"], "demo_limit=0: expected an integer >= 1"),
+    (
+        "robosteer-value",
+        "value",
+        ["dataset=d.hdf5", "demo_limit=0"],
+        "demo_limit=0: expected an integer >= 1",
+    ),
     ("robosteer-collect", "collect", ["progress=flase"], "progress=flase: expected true or false"),
     ("robosteer-train", "train", ["dataset=d.hdf5", "policy=expert"], "expected one of ['diffusion', 'flow'"),
     ("robosteer-steer", "steer", ["algo=exop"], "nearest valid choice: 'expo'"),

@@ -572,7 +572,9 @@ def test_dsrl_steers_on_the_sim_twin_survives_its_kill_and_resumes(setup):
     assert fault.startswith("robosteer-steer: robot fault:") and "resume=true" in fault, err[-2000:]
     with h5py.File(run / "episodes" / "session_000.hdf5") as f:
         first = len(f["data"])
-        assert f["data"].attrs["fps"] == pytest.approx(80.0)  # the twin's simulator rate: an export needs no fps=
+        assert f["data"].attrs["fps"] == pytest.approx(
+            80.0
+        )  # the twin's simulator rate: an export needs no fps=
     assert first >= 1
     saved = json.loads((run / "checkpoints" / "latest" / "config.json").read_text())
     assert saved["robot"] == "sim_twin"
@@ -709,7 +711,10 @@ def test_reward_classifier_reports_its_errors_first_and_pays_its_first_success_f
         ),
         (["robot=sim_twin", "variant=sac"], "algo=dsrl variant=na"),
         (["robot=sim_twin", "robot_reward=classifier"], "robot_reward=classifier needs a success classifier"),
-        (["robot=sim_twin", "robot_reward=smile"], "robot_reward='smile' is not known: expected one of ['success', 'twin', 'operator', 'classifier']"),
+        (
+            ["robot=sim_twin", "robot_reward=smile"],
+            "robot_reward='smile' is not known: expected one of ['success', 'twin', 'operator', 'classifier']",
+        ),
         (
             ["robot=sim_twin", "learner=ray", "learner.weights_every=0"],
             "learner.weights_every=0 is not valid",
