@@ -80,7 +80,9 @@ class RuntimeConfig:
             raise ValueError(f"async_threshold={self.async_threshold} is not valid: expected >= 1")
         for name in ("policy_timeout_s", "obs_timeout_s"):
             if not getattr(self, name) > 0:  # NaN too: a watchdog that never fires is no watchdog
-                raise ValueError(f"{name}={getattr(self, name)} is not valid: expected a number of seconds > 0")
+                raise ValueError(
+                    f"{name}={getattr(self, name)} is not valid: expected a number of seconds > 0"
+                )
 
 
 @dataclass

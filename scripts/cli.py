@@ -211,7 +211,9 @@ def problems(config_name: str, args: list[str], require: bool = True) -> DictCon
         if key in NESTED_GROUPS.get(config_name, {}) and not _on_robot([a for a, _, _ in group_args]):
             raise CliError(f"{key}= is a setting of {_context(config_name, key)} only")
         if value not in options:
-            raise CliError(f"{key}={value} is not known: expected one of {options}{nearest_choice(value, options)}")
+            raise CliError(
+                f"{key}={value} is not known: expected one of {options}{nearest_choice(value, options)}"
+            )
     try:
         base = _compose(config_name, [a for a, _, _ in group_args])
     except Exception as err:
