@@ -23,6 +23,22 @@ if importlib.util.find_spec("hydra") is not None:
 
     schemas.register(eval_sources=True)  # the tests compose robosteer-eval's config too
 
+# Property-based tests (hypothesis) run derandomised with few examples and no deadline, so CI is repeatable and
+# fast on 2 cores; HYPOTHESIS_PROFILE=dev explores more (random draws, 200 examples). .venv-gpu has no hypothesis.
+if importlib.util.find_spec("hypothesis") is not None:
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile(
+        "ci",
+        derandomize=True,
+        max_examples=25,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    settings.register_profile("dev", max_examples=200, deadline=None)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
 # `make test` runs the suite on two workers (pytest-xdist, --dist loadgroup). A group's tests stay on one worker, in
 # order, so its module-scoped fixtures are built once: a module is a group, except that the tests sharing the
 # session's pixel base form one, steer's robot tests another (they balance the two workers), and the tests that
