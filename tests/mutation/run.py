@@ -75,7 +75,7 @@ TESTS: dict[str, list[str]] = {
         "tests/policies/test_diffusion_policy.py",
         "tests/policies/test_streaming_policy.py",
     ],
-    "sim/chunking.py": ["tests/sim/test_sim_chunking.py"],
+    "sim/chunking.py": ["tests/sim/test_sim_chunking.py", "tests/sim/test_sim_chunking_properties.py"],
     "sim/history.py": ["tests/sim/test_sim_history.py"],
     "sim/evaluate.py": ["tests/sim/test_sim_evaluate.py"],
     "policies/data/stats.py": [  # no test of its own: the datasets' and normalizer's fits exercise it
@@ -83,7 +83,10 @@ TESTS: dict[str, list[str]] = {
         "tests/policies/data/test_hdf5_dataset.py",
         "tests/policies/test_normalizer.py",
     ],
-    "policies/data/sequence.py": ["tests/policies/data/test_sequence_dataset.py"],
+    "policies/data/sequence.py": [
+        "tests/policies/data/test_sequence_dataset.py",
+        "tests/policies/data/test_sequence_properties.py",
+    ],
     "policies/value/iql.py": ["tests/policies/value"],
     "policies/value/calql.py": ["tests/policies/value"],
     "policies/value/learner.py": ["tests/policies/value"],
