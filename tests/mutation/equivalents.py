@@ -51,6 +51,67 @@ EQUIVALENTS: list[dict[str, str]] = [
         "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule "
         "never reads it.",
     },
+    {
+        "module": "policies/value/calql.py",
+        "diff": """
+-            torch.rand(b, n, self.action_dim, generator=generator, device=s.device) * 2.0 - 1.0
++            torch.rand(b, n, self.action_dim, generator=generator, device=None) * 2.0 - 1.0
+""",
+        "why": "CPU-only host: the uniform actions are drawn on the default device instead of the batch's; on a CPU "
+        "both are the CPU (a CUDA batch would fail to concatenate them)",
+    },
+    {
+        "module": "policies/value/calql.py",
+        "diff": """
+-            torch.rand(b, n, self.action_dim, generator=generator, device=s.device) * 2.0 - 1.0
++            torch.rand(b, n, self.action_dim, generator=generator, ) * 2.0 - 1.0
+""",
+        "why": "CPU-only host: the uniform actions are drawn on the default device instead of the batch's; on a CPU "
+        "both are the CPU (a CUDA batch would fail to concatenate them)",
+    },
+    {
+        "module": "policies/value/calql.py",
+        "diff": """
+-    bound_rate = torch.tensor(float("nan"))
++    bound_rate = torch.tensor(float("NAN"))
+""",
+        "why": "float() parses 'NAN' as it parses 'nan': the same NaN.",
+    },
+    {
+        "module": "policies/value/calql.py",
+        "diff": """
+-        mc = mc_return.view(1, -1, 1)
++        mc = mc_return.view(-1, 1)
+""",
+        "why": "(B, 1) broadcasts against (E, B, n) exactly as (1, B, 1) does: trailing dimensions align.",
+    },
+    {
+        "module": "policies/value/calql.py",
+        "diff": """
+-        bound_rate = torch.cat([q_cur < mc, q_next < mc], dim=-1).float().mean()
++        bound_rate = torch.cat([q_cur < mc, q_next < mc], ).float().mean()
+""",
+        "why": "the bound rate is the mean over every element of the two (E, B, n) tensors: which axis joins them "
+        "does not change the mean.",
+    },
+    {
+        "module": "policies/value/calql.py",
+        "diff": """
+-        bound_rate = torch.cat([q_cur < mc, q_next < mc], dim=-1).float().mean()
++        bound_rate = torch.cat([q_cur < mc, q_next < mc], dim=+1).float().mean()
+""",
+        "why": "the bound rate is the mean over every element of the two (E, B, n) tensors: which axis joins them "
+        "does not change the mean.",
+    },
+    {
+        "module": "policies/value/calql.py",
+        "diff": """
+-        bound_rate = torch.cat([q_cur < mc, q_next < mc], dim=-1).float().mean()
++        bound_rate = torch.cat([q_cur < mc, q_next < mc], dim=-2).float().mean()
+""",
+        "why": "the bound rate is the mean over every element of the two (E, B, n) tensors: which axis joins them "
+        "does not change the mean.",
+    },
     # ------------------------------------------------------------------------------ policies/rl/offline.py
     {
         "module": "policies/rl/offline.py",

@@ -139,11 +139,17 @@ class _PlantedActor(nn.Module):
         return a, a.sum(-1) - 1.0
 
 
-def test_calql_update_wires_the_reference_loss() -> None:
+@pytest.mark.parametrize("backup_entropy", [False, True])
+def test_calql_update_wires_the_reference_loss(backup_entropy: bool) -> None:
     """Planted linear heads and a planted actor: the update's critic loss equals the hand value, with
     bootstrapping (done = 0 on two rows), the max backup over the n next samples, the discount, the
-    Monte-Carlo bound and the importance weights all in play."""
-    cfg = CalQLConfig(discount=0.9, cql_n_actions=N, cql_alpha=2.0, critic_warmup_steps=0)
+    Monte-Carlo bound and the importance weights all in play; with ``backup_entropy`` the backup also pays
+    −α·log π of the chosen next action. Every figure the update reports is checked: the actor's loss
+    α·log π − min-head Q against the critic as the critic step left it, its entropy, α before its step."""
+    cfg = CalQLConfig(
+        discount=0.9, cql_n_actions=N, cql_alpha=2.0, critic_warmup_steps=0, actor_warmup_steps=0,
+        init_temperature=0.7, backup_entropy=backup_entropy,
+    )  # fmt: skip
     learner = CalQL(_PlantedCritic(obs_dim=2), cfg)  # type: ignore[arg-type]
     learner.actor = _PlantedActor()
     s = torch.tensor([[0.1, -0.4], [0.8, 0.3], [-0.6, 0.5]])
@@ -165,10 +171,12 @@ def test_calql_update_wires_the_reference_loss() -> None:
             a_, lp = act(x.repeat_interleave(N, dim=0), generator=g)
             return a_.reshape(B, N, DA), lp.reshape(B, N)
 
-        a2, _ = samples(s2)  # backup: n samples at s', the best by the target's head-min
+        a2, lp2 = samples(s2)  # backup: n samples at s', the best by the target's head-min
         q2 = torch.stack([q_tg(s2, a2[:, k]).min(0).values for k in range(N)], -1)  # (B, n)
         assert (q2.max(-1).values > q2.min(-1).values).all()  # the max backup has a choice to make
-        y = batch["reward"] + 0.9 * (1 - batch["done"]) * q2.max(-1).values
+        best = q2.argmax(-1)
+        backup = q2.max(-1).values - (0.7 * lp2[torch.arange(B), best] if backup_entropy else 0.0)
+        y = batch["reward"] + 0.9 * (1 - batch["done"]) * backup
         a_rand = torch.rand(B, N, DA, generator=g) * 2 - 1
         a_cur, lp_cur = samples(s)
         a_next, lp_next = samples(s2)
@@ -176,7 +184,8 @@ def test_calql_update_wires_the_reference_loss() -> None:
         q_rand, q_cur, q_next = (
             torch.stack([q_on(s, x[:, k]) for k in range(N)], -1) for x in (a_rand, a_cur, a_next)
         )
-    want, want_td, _ = _hand_calql(
+        a_pi, lp_pi = act(s, generator=g)  # the actor step's draw, before the actor moves
+    want, want_td, want_gap = _hand_calql(
         q.tolist(),
         y.tolist(),
         q_rand.tolist(),
@@ -193,6 +202,53 @@ def test_calql_update_wires_the_reference_loss() -> None:
     info = learner.update(batch, torch.Generator().manual_seed(7))
     assert info["td_loss"] == pytest.approx(want_td, rel=1e-6, abs=1e-6)
     assert info["critic_loss"] == pytest.approx(want, rel=1e-6, abs=1e-6)
+    assert info["cql_diff"] == pytest.approx(want_gap, rel=1e-6, abs=1e-6)
+    assert info["target_q"] == pytest.approx(float(y.mean()), rel=1e-6)
+    assert info["q"] == pytest.approx(float(q.mean()), rel=1e-6)  # the data actions, before the critic step
+    with torch.no_grad():
+        q_pi = learner.critic.q(s, a_pi).min(0).values  # the critic the critic step left
+    assert info["actor_loss"] == pytest.approx(float((0.7 * lp_pi - q_pi).mean()), rel=1e-6, abs=1e-6)
+    assert info["entropy"] == pytest.approx(-float(lp_pi.mean()), rel=1e-6)
+    assert info["alpha"] == pytest.approx(0.7)  # α as the losses used it, before its own step
+    assert set(info) == {
+        "critic_loss", "td_loss", "cql_diff", "calql_bound_rate", "actor_loss", "alpha", "entropy", "q", "target_q"
+    }  # fmt: skip
+    assert all(p.grad is None for p in learner.critic.q.parameters())  # the actor step's grads dropped
+
+
+def test_calql_bound_rate_counts_policy_values_strictly_below_the_return() -> None:
+    """Cal-QL's bound rate: the share of policy-action Q values (at s and s') strictly below the Monte-Carlo
+    return, over heads, rows and samples; a value equal to the return is not bound."""
+    q_cur = torch.tensor([[[-1.0, 0.0]], [[0.5, -2.0]]])  # (E, B=1, n=2)
+    q_next = torch.tensor([[[0.0, 0.0]], [[-0.1, 3.0]]])
+    zero = torch.zeros(1, 2)
+    _, _, _, rate = cql_critic_loss(
+        torch.zeros(2, 1), torch.zeros(1), q_cur, q_cur, q_next, zero, zero, torch.zeros(1), DA, CalQLConfig()
+    )
+    assert float(rate) == pytest.approx(3 / 8)  # −1, −2, −0.1 below 0; the three zeros are not
+    _, _, _, none = cql_critic_loss(
+        torch.zeros(2, 1), torch.zeros(1), q_cur, q_cur, q_next, zero, zero, None, DA, CalQLConfig()
+    )
+    assert math.isnan(float(none))  # plain CQL has no bound to report
+
+
+def test_calql_draws_every_sample_from_the_callers_generator() -> None:
+    """Every actor draw (backup, CQL samples, the actor's and α's steps) takes the update's generator, so a
+    seeded update is reproducible whatever the global RNG holds."""
+    given = []
+
+    class Recording(_PlantedActor):
+        def forward(self, s: torch.Tensor, deterministic: bool = False, generator=None):
+            given.append(generator)
+            return super().forward(s, deterministic, generator)
+
+    learner = CalQL(_PlantedCritic(obs_dim=2), CalQLConfig(cql_n_actions=N))  # type: ignore[arg-type]
+    learner.actor = Recording()
+    batch = {"obs": torch.zeros(B, 2), "next_obs": torch.ones(B, 2), "action": torch.zeros(B, DA)}
+    batch |= {"reward": torch.zeros(B), "done": torch.zeros(B), "mc_return": torch.zeros(B)}
+    g = torch.Generator().manual_seed(0)
+    learner.update(batch, g)
+    assert len(given) == 5 and all(x is g for x in given)  # backup, CQL at s and s', actor, α
 
 
 def test_calql_temperature_tracks_the_entropy_at_the_next_state() -> None:
