@@ -359,7 +359,8 @@ def test_defaults_timing_and_reproducible_draws() -> None:
     """16 candidates at β = 0 by default; draws at β > 0 come from the wrapper's own seeded generator; the
     timing sums every plan's sample and score time."""
     client = SlowClient()
-    default = VGPSPolicy(client, SlowQ([float(i) for i in range(16)]), n_obs_steps=1, n_action_steps=2)
+    # Q values 0.01 apart: argmax finds the best, a softmax at β = 1 would be all but uniform over 16
+    default = VGPSPolicy(client, SlowQ([i / 100 for i in range(16)]), n_obs_steps=1, n_action_steps=2)
     assert default.timing == {"plans": 0, "sample_s": 0.0, "score_s": 0.0}
     start = time.perf_counter()
     for _ in range(3):
@@ -413,6 +414,8 @@ def test_noise_must_be_per_row_and_candidate_and_the_chunk_span_is_ta_rows() -> 
     assert chosen[:, 0, 0].tolist() == [2.0, 2.0]
     with pytest.raises(ValueError, match=r"expected \(B, K, Tp, Da\)"):
         steered.sample(_obs(2), torch.zeros(6))
+    with pytest.raises(ValueError, match=r"noise has shape \(2, 4, 2\): with samples=3"):
+        steered.sample(_obs(2), torch.zeros(2, 4, 2))  # K = 1's (B, Tp, Da): no candidate axis
     seen = {}
 
     class Spy:
