@@ -112,6 +112,131 @@ EQUIVALENTS: list[dict[str, str]] = [
         "why": "the bound rate is the mean over every element of the two (E, B, n) tensors: which axis joins them "
         "does not change the mean.",
     },
+    # ------------------------------------------------------------------------------ policies/data/sequence.py
+    {
+        "module": "policies/data/sequence.py",
+        "diff": """
+-    for end in np.asarray(episode_ends, dtype=np.int64):
++    for end in np.asarray(episode_ends, dtype=None):
+""",
+        "why": "every use of `end` is `int(end)`: float or other integer episode ends give the same windows.",
+    },
+    {
+        "module": "policies/data/sequence.py",
+        "diff": """
+-    for end in np.asarray(episode_ends, dtype=np.int64):
++    for end in np.asarray(episode_ends, ):
+""",
+        "why": "every use of `end` is `int(end)`: float or other integer episode ends give the same windows.",
+    },
+    {
+        "module": "policies/data/sequence.py",
+        "diff": """
+-    return np.concatenate(rows, axis=0)
++    return np.concatenate(rows, )
+""",
+        "why": "np.concatenate's default axis is 0.",
+    },
+    {
+        "module": "policies/data/sequence.py",
+        "diff": """
+-    action_dim = None
++    action_dim = ""
+""",
+        "why": "the first file sets action_dim before anything reads it (paths are never empty).",
+    },
+    {
+        "module": "policies/data/sequence.py",
+        "diff": """
+-    self.episode_ends = np.cumsum([len(a) for a in action_chunks], dtype=np.int64)  # (E,)
++    self.episode_ends = np.cumsum([len(a) for a in action_chunks], dtype=None)  # (E,)
+""",
+        "why": "numpy 2's default integer is int64 on every platform: a cumsum of Python ints is int64 already.",
+    },
+    {
+        "module": "policies/data/sequence.py",
+        "diff": """
+-    self.episode_ends = np.cumsum([len(a) for a in action_chunks], dtype=np.int64)  # (E,)
++    self.episode_ends = np.cumsum([len(a) for a in action_chunks], )  # (E,)
+""",
+        "why": "numpy 2's default integer is int64 on every platform: a cumsum of Python ints is int64 already.",
+    },
+    {
+        "module": "policies/data/sequence.py",
+        "diff": """
+-    self.episode_task = np.asarray(episode_task, dtype=np.int64)  # (E,)
++    self.episode_task = np.asarray(episode_task, dtype=None)  # (E,)
+""",
+        "why": "Python ints become int64 (numpy 2); with no episodes the array is only ever indexed by an empty window "
+        "list, and task ids leave get_batch as torch.long either way.",
+    },
+    {
+        "module": "policies/data/sequence.py",
+        "diff": """
+-    self.episode_task = np.asarray(episode_task, dtype=np.int64)  # (E,)
++    self.episode_task = np.asarray(episode_task, )  # (E,)
+""",
+        "why": "Python ints become int64 (numpy 2); with no episodes the array is only ever indexed by an empty window "
+        "list, and task ids leave get_batch as torch.long either way.",
+    },
+    {
+        "module": "policies/data/sequence.py",
+        "diff": """
+-        k: np.concatenate(v, axis=0) if v else np.zeros((0, *self._obs_spec[k][0]), self._obs_spec[k][1])
++        k: np.concatenate(v, ) if v else np.zeros((0, *self._obs_spec[k][0]), self._obs_spec[k][1])
+""",
+        "why": "np.concatenate's default axis is 0.",
+    },
+    {
+        "module": "policies/data/sequence.py",
+        "diff": """
+-    self.actions = np.concatenate([np.zeros((0, action_dim or 0), np.float32), *action_chunks])  # (N, A)
++    self.actions = np.concatenate([np.zeros((0, action_dim or 1), np.float32), *action_chunks])  # (N, A)
+""",
+        "why": "action_dim is the first file's action width, at least 1 for any dataset a policy can train on: the "
+        "`or` is never reached.",
+    },
+    {
+        "module": "policies/data/sequence.py",
+        "diff": """
+-        batch["task_id"] = torch.as_tensor(self.window_task[np.asarray(indices)], dtype=torch.long)
++        batch["task_id"] = torch.as_tensor(self.window_task[np.asarray(indices)], dtype=None)
+""",
+        "why": "window_task is built as int64, so as_tensor already gives torch.long.",
+    },
+    {
+        "module": "policies/data/sequence.py",
+        "diff": """
+-        batch["task_id"] = torch.as_tensor(self.window_task[np.asarray(indices)], dtype=torch.long)
++        batch["task_id"] = torch.as_tensor(self.window_task[np.asarray(indices)], )
+""",
+        "why": "window_task is built as int64, so as_tensor already gives torch.long.",
+    },
+    # ------------------------------------------------------------------------------ policies/data/stats.py
+    {
+        "module": "policies/data/stats.py",
+        "diff": """
+-    self._m2: np.ndarray | None = None
++    self._m2: np.ndarray | None = ""
+""",
+        "why": "only _mean is tested for None; _m2, _min and _max are set with it on the first update, before any read.",
+    },
+    {
+        "module": "policies/data/stats.py",
+        "diff": """
+-    self._min: np.ndarray | None = None
++    self._min: np.ndarray | None = ""
+""",
+        "why": "only _mean is tested for None; _m2, _min and _max are set with it on the first update, before any read.",
+    },
+    {
+        "module": "policies/data/stats.py",
+        "diff": """
+-    self._max: np.ndarray | None = None
++    self._max: np.ndarray | None = ""
+""",
+        "why": "only _mean is tested for None; _m2, _min and _max are set with it on the first update, before any read.",
+    },
     # ------------------------------------------------------------------------------ policies/rl/offline.py
     {
         "module": "policies/rl/offline.py",

@@ -78,7 +78,8 @@ TESTS: dict[str, list[str]] = {
     "sim/chunking.py": ["tests/sim/test_sim_chunking.py", "tests/sim/test_sim_chunking_properties.py"],
     "sim/history.py": ["tests/sim/test_sim_history.py"],
     "sim/evaluate.py": ["tests/sim/test_sim_evaluate.py"],
-    "policies/data/stats.py": [  # no test of its own: the datasets' and normalizer's fits exercise it
+    "policies/data/stats.py": [  # its own by-hand tests, and the datasets' and normalizer's fits
+        "tests/policies/data/test_stats.py",
         "tests/policies/data/test_sequence_dataset.py",
         "tests/policies/data/test_hdf5_dataset.py",
         "tests/policies/test_normalizer.py",

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
+import h5py
 import numpy as np
 import pytest
 import torch
 
-from robosteer.policies.data import DatasetError, SequenceDataset, create_indices, open_dataset
+from robosteer.policies.data import DatasetError, DatasetWriter, SequenceDataset, create_indices, open_dataset
 
 
 def _col(item, key="state"):
@@ -207,3 +210,76 @@ def test_vectorised_batch_equals_per_item_collation(tmp_path):
             tp,
             2,
         )  # plain loaders still work
+
+
+# ------------------------------------------------------------------ mutation survivors (issue 59), by behaviour
+def test_create_indices_pads_nothing_unless_asked() -> None:
+    """No pads given: only windows that lie wholly inside an episode (5 steps, windows of 3: starts 0, 1, 2)."""
+    rows = create_indices(np.array([5]), 3)
+    assert rows.tolist() == [[0, 3, 0, 3], [1, 4, 0, 3], [2, 5, 0, 3]]
+
+
+def test_one_demo_is_a_valid_limit_and_what_was_loaded_is_recorded(make_dataset):
+    path = make_dataset(lengths=(4, 3), valid_fraction=0.0)
+    one = SequenceDataset(path, ["state"], 1, 2, 1, demo_limit=1)
+    assert one.num_episodes == 1 and one.demo_limit == 1 and one.split == "train"
+    with open_dataset(path) as f:
+        assert one.env_args == [f.env_args] and one.env_args[0]["env_name"] == "push-v3"
+
+
+def test_return_task_id_when_asked_whatever_the_file_count(make_dataset):
+    a = make_dataset(lengths=(4,), name="a.hdf5", env_name="push-v3", valid_fraction=0.0)
+    b = make_dataset(lengths=(4,), name="b.hdf5", env_name="reach-v3", valid_fraction=0.0)
+    single = SequenceDataset(a, ["state"], 1, 2, 1, return_task_id=True)
+    assert single[0]["task_id"].tolist() == 0
+    both = SequenceDataset([a, b], ["state"], 1, 2, 1, return_task_id=False)
+    assert "task_id" not in both[0] and "task_id" not in both.get_batch([0, 3])
+
+
+def test_files_without_an_env_name_are_told_apart_by_path(make_dataset):
+    """A hand-made file may lack env_args["env_name"]: each such file is its own task, named by its path."""
+    paths = [make_dataset(lengths=(3,), name=f"{n}.hdf5", valid_fraction=0.0) for n in ("a", "b")]
+    for p in paths:
+        with h5py.File(p, "r+") as f:
+            f["data"].attrs["env_args"] = json.dumps({"type": 2, "env_kwargs": {}})
+    ds = SequenceDataset(paths, ["state"], 1, 2, 1)
+    assert ds.task_names == [str(p) for p in paths]
+    assert ds.get_batch([0, 2])["task_id"].tolist() == [0, 1]
+
+
+def test_only_the_asked_obs_keys_are_read(make_dataset):
+    """A NaN in a camera a state policy never reads does not stop it training (only asked keys are checked)."""
+    path = make_dataset(lengths=(3, 3), images=True, valid_fraction=0.0)
+    with h5py.File(path, "r+") as f:
+        for demo in ("demo_0", "demo_1"):
+            f[f"data/{demo}/next_obs/extra"] = np.zeros((3, 2), dtype=np.float32)
+            f[f"data/{demo}/obs/extra"] = np.full((3, 2), np.nan if demo == "demo_1" else 0.0, np.float32)
+    ds = SequenceDataset(path, ["state"], 1, 2, 1)
+    assert set(ds.obs) == {"state"} and ds.num_episodes == 2
+    with pytest.raises(DatasetError, match="extra"):
+        SequenceDataset(path, ["state", "extra"], 1, 2, 1)
+
+
+def test_an_empty_split_keeps_each_keys_shape_and_dtype(make_dataset):
+    path = make_dataset(lengths=(4,), images=True, valid_fraction=0.0)
+    empty = SequenceDataset(path, ["state", "image/corner2"], 1, 2, 1, split="valid")
+    assert empty.obs["state"].shape == (0, 3) and empty.obs["state"].dtype == np.float32
+    assert empty.obs["image/corner2"].shape == (0, 8, 10, 3) and empty.obs["image/corner2"].dtype == np.uint8
+    assert empty.actions.shape == (0, 4) and len(empty) == 0
+
+
+def test_low_dim_obs_stored_as_float64_come_out_float32(make_dataset, synthetic, tmp_path):
+    path = tmp_path / "f64.hdf5"
+    ep = synthetic(0, 4)
+    with DatasetWriter(path, {"env_name": "push-v3"}, valid_fraction=0.0) as w:
+        w.add_episode(**{**ep, "obs": {"state": ep["obs"]["state"].astype(np.float64)}})
+    with open_dataset(path) as f:
+        assert f.episode(0)["obs"]["state"].dtype == np.float64  # stored as given
+    batch = SequenceDataset(path, ["state"], 2, 3, 1).get_batch([0, 1])
+    assert batch["obs"]["state"].dtype == torch.float32 and batch["action"].dtype == torch.float32
+
+
+def test_an_empty_index_list_is_an_empty_batch(make_dataset):
+    ds = SequenceDataset(make_dataset(lengths=(5, 3)), ["state"], 2, 4, 2, split="all")
+    batch = ds.get_batch([])
+    assert batch["obs"]["state"].shape == (0, 2, 3) and batch["action"].shape == (0, 4, 4)
