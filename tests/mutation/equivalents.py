@@ -237,6 +237,191 @@ EQUIVALENTS: list[dict[str, str]] = [
 """,
         "why": "only _mean is tested for None; _m2, _min and _max are set with it on the first update, before any read.",
     },
+    # ------------------------------------------------------------------------------ policies/acting.py
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-                self.queue[empty] = chunk.to(device=dev, dtype=self.queue.dtype)
++                self.queue[empty] = chunk.to(device=None, dtype=self.queue.dtype)
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-                self.queue[empty] = chunk.to(device=dev, dtype=self.queue.dtype)
++                self.queue[empty] = chunk.to(dtype=self.queue.dtype)
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-            action = self.queue[torch.arange(b, device=dev), self.qpos]  # (B, Da)
++            action = self.queue[torch.arange(b, device=None), self.qpos]  # (B, Da)
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-            action = self.queue[torch.arange(b, device=dev), self.qpos]  # (B, Da)
++            action = self.queue[torch.arange(b, ), self.qpos]  # (B, Da)
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-            self.qpos = torch.full((b,), ta, dtype=torch.long, device=dev)
++            self.qpos = torch.full((b,), ta, dtype=None, device=dev)
+""",
+        "why": "torch.full with an int fill value is int64 already.",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-            self.qpos = torch.full((b,), ta, dtype=torch.long, device=dev)
++            self.qpos = torch.full((b,), ta, dtype=torch.long, device=None)
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-            self.qpos = torch.full((b,), ta, dtype=torch.long, device=dev)
++            self.qpos = torch.full((b,), ta, device=dev)
+""",
+        "why": "torch.full with an int fill value is int64 already.",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-            self.qpos = torch.full((b,), ta, dtype=torch.long, device=dev)
++            self.qpos = torch.full((b,), ta, dtype=torch.long, )
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-            self.restart = torch.zeros(b, dtype=torch.bool, device=dev)
++            self.restart = torch.zeros(b, dtype=torch.bool, device=None)
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-            self.restart = torch.zeros(b, dtype=torch.bool, device=dev)
++            self.restart = torch.zeros(b, dtype=torch.bool, )
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-    cur = {k: torch.as_tensor(v, device=self.device) for k, v in obs.items()}
++    cur = {k: torch.as_tensor(v, device=None) for k, v in obs.items()}
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-    cur = {k: torch.as_tensor(v, device=self.device) for k, v in obs.items()}
++    cur = {k: torch.as_tensor(v, ) for k, v in obs.items()}
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-                self.queue = torch.zeros(b, ta, plan.shape[-1], device=dev)  # float32, beside the history
++                self.queue = torch.zeros(b, ta, plan.shape[-1], device=None)  # float32, beside the history
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-                self.queue = torch.zeros(b, ta, plan.shape[-1], device=dev)  # float32, beside the history
++                self.queue = torch.zeros(b, ta, plan.shape[-1], )  # float32, beside the history
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-    self.qpos: torch.Tensor | None = None  # (B,) next index into the queue; Ta = empty
++    self.qpos: torch.Tensor | None = ""  # (B,) next index into the queue; Ta = empty
+""",
+        "why": "qpos is read only after act sets it together with hist, and reset's partial path needs hist: the initial value is never read.",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-    self.restart: torch.Tensor | None = None  # (B,) rows whose history restarts at the next obs
++    self.restart: torch.Tensor | None = ""  # (B,) rows whose history restarts at the next obs
+""",
+        "why": "restart is read only after act sets it together with hist, and reset's partial path needs hist: the initial value is never read.",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-    ids = torch.as_tensor(env_ids, dtype=torch.long, device=self.qpos.device).reshape(-1)
++    ids = torch.as_tensor(env_ids, dtype=None, device=self.qpos.device).reshape(-1)
+""",
+        "why": "integer ids (lists, int arrays, int tensors) select the same rows whatever their integer dtype.",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-    ids = torch.as_tensor(env_ids, dtype=torch.long, device=self.qpos.device).reshape(-1)
++    ids = torch.as_tensor(env_ids, dtype=torch.long, device=None).reshape(-1)
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-    ids = torch.as_tensor(env_ids, dtype=torch.long, device=self.qpos.device).reshape(-1)
++    ids = torch.as_tensor(env_ids, device=self.qpos.device).reshape(-1)
+""",
+        "why": "integer ids (lists, int arrays, int tensors) select the same rows whatever their integer dtype.",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-    ids = torch.as_tensor(env_ids, dtype=torch.long, device=self.qpos.device).reshape(-1)
++    ids = torch.as_tensor(env_ids, dtype=torch.long, ).reshape(-1)
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-    assert self.qpos is not None and self.restart is not None
++    assert self.qpos is not None or self.restart is not None
+""",
+        "why": "an assert of an invariant act always keeps (qpos and restart are set together): and/or cannot differ.",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-        window = {k: torch.as_tensor(v, device=self.base.device) for k, v in obs.items()}
++        window = {k: torch.as_tensor(v, device=None) for k, v in obs.items()}
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
+    {
+        "module": "policies/acting.py",
+        "diff": """
+-        window = {k: torch.as_tensor(v, device=self.base.device) for k, v in obs.items()}
++        window = {k: torch.as_tensor(v, ) for k, v in obs.items()}
+""",
+        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+    },
     # ------------------------------------------------------------------------------ policies/rl/offline.py
     {
         "module": "policies/rl/offline.py",

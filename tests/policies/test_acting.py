@@ -128,3 +128,49 @@ def test_chunk_policy_takes_to_ta_device_and_names_from_its_base() -> None:
     policy.reset([2])
     assert planner.resets[-1] == [2]
     assert policy.eval() is policy and base.evals == 1 and planner.evals == 1
+
+
+# ------------------------------------------------------------------ mutation survivors (issue 59), by behaviour
+def test_two_rows_out_of_phase_each_execute_their_own_step() -> None:
+    """Two rows (the single-row shortcut must not apply): after row 1's reset, row 0 executes step 1 of its
+    chunk while row 1 executes step 0 of a fresh one."""
+    q = ActionQueue(Planner(), n_obs_steps=1, n_action_steps=2)
+    assert q.act(_obs(0, b=2))[:, 0].tolist() == [10.0, 1010.0]
+    q.reset([1])
+    assert q.act(_obs(1, b=2))[:, 0].tolist() == [11.0, 100 * 11 + 20]
+
+
+def test_a_partial_replan_of_float64_chunks_fills_the_float32_queue() -> None:
+    class Float64(Planner):
+        def plan(self, obs: dict, rows: torch.Tensor | None) -> torch.Tensor:
+            return super().plan(obs, rows).double()
+
+    q = ActionQueue(Float64(), n_obs_steps=1, n_action_steps=2)
+    q.act(_obs(0))
+    q.reset([1])
+    a = q.act(_obs(1))  # only row 1 re-plans, into the rows of the existing queue
+    assert a.dtype == torch.float32 and a[:, 0].tolist() == [11.0, 100 * 11 + 20, 2011.0]
+
+
+def test_a_plan_without_a_time_axis_is_refused_by_shape() -> None:
+    class Flat(Planner):
+        def plan(self, obs: dict, rows: torch.Tensor | None) -> torch.Tensor:
+            return super().plan(obs, rows)[:, 0]  # (n, Da): no Tp axis
+
+    with pytest.raises(ValueError, match=r"planned chunks of shape \(3, 2\).*expected n_action_steps <= 0"):
+        ActionQueue(Flat(), n_obs_steps=1, n_action_steps=1).act(_obs(0))
+
+
+def test_a_fork_plans_with_its_own_planner_on_the_same_device() -> None:
+    first, second = Planner(), Planner()
+    twin = ActionQueue(first, 1, 2, device="cpu").fork(second)
+    assert twin.device == torch.device("cpu") and twin.planner is second
+    twin.act(_obs(0))
+    assert len(second.calls) == 1 and first.calls == []
+
+
+def test_a_chunk_policy_over_a_base_without_a_task_has_none() -> None:
+    base = SimpleNamespace(
+        config=SimpleNamespace(n_obs_steps=1, n_action_steps=1), device=torch.device("cpu"), shape_meta={}
+    )
+    assert ChunkPolicy(Planner(), base).task is None
