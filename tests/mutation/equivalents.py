@@ -422,6 +422,63 @@ EQUIVALENTS: list[dict[str, str]] = [
 """,
         "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
     },
+    # ------------------------------------------------------------------------------ policies/value/iql.py
+    {
+        "module": "policies/value/iql.py",
+        "diff": """
+-    weight = torch.where(diff > 0, expectile, 1.0 - expectile)
++    weight = torch.where(diff >= 0, expectile, 1.0 - expectile)
+""",
+        "why": "at diff = 0 the term is weight·0² = 0 whichever weight is chosen.",
+    },
+    {
+        "module": "policies/value/iql.py",
+        "diff": """
+-    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.warmup_steps, 0))
++    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.warmup_steps, None))
+""",
+        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule never reads it.",
+    },
+    {
+        "module": "policies/value/iql.py",
+        "diff": """
+-    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.warmup_steps, 0))
++    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.warmup_steps, 1))
+""",
+        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule never reads it.",
+    },
+    {
+        "module": "policies/value/iql.py",
+        "diff": """
+-    self.value_sched = LambdaLR(self.value_opt, lr_lambda("constant", cfg.warmup_steps, 0))
++    self.value_sched = LambdaLR(self.value_opt, lr_lambda("constant", cfg.warmup_steps, None))
+""",
+        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule never reads it.",
+    },
+    {
+        "module": "policies/value/iql.py",
+        "diff": """
+-    self.value_sched = LambdaLR(self.value_opt, lr_lambda("constant", cfg.warmup_steps, 0))
++    self.value_sched = LambdaLR(self.value_opt, lr_lambda("constant", cfg.warmup_steps, 1))
+""",
+        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule never reads it.",
+    },
+    {
+        "module": "policies/value/iql.py",
+        "diff": """
+-    v = self.value(s).squeeze(-1)  # (B,)
++    v = self.value(s).squeeze(+1)  # (B,)
+""",
+        "why": "V's output is (B, 1): squeeze(1) and squeeze(-1) name the same axis.",
+    },
+    {
+        "module": "policies/value/iql.py",
+        "diff": """
+-        target = reward + cfg.discount * (1.0 - done) * self.value_target(s2).squeeze(-1)  # (B,)
++        target = reward + cfg.discount * (1.0 - done) * self.value_target(s2).squeeze(+1)  # (B,)
+""",
+        "why": "V's output is (B, 1): squeeze(1) and squeeze(-1) name the same axis.",
+    },
     # ------------------------------------------------------------------------------ policies/rl/offline.py
     {
         "module": "policies/rl/offline.py",

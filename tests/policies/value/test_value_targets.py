@@ -297,6 +297,12 @@ def test_iql_update_matches_the_hand_computed_losses() -> None:
     info = learner.update({"obs": s, "next_obs": s2, "action": a, "reward": r, "done": done})
     assert info["value_loss"] == pytest.approx(want_v, abs=1e-6)
     assert info["critic_loss"] == pytest.approx(want_q, abs=1e-6)
+    # what it reports: Q on the data and V before their steps, the TD target
+    assert info["q"] == pytest.approx(sum(map(sum, q)) / (E * B), abs=1e-6)
+    assert info["v"] == pytest.approx(sum(v) / B, abs=1e-6) and info["target_q"] == pytest.approx(
+        sum(y) / B, abs=1e-6
+    )
+    assert set(info) == {"critic_loss", "value_loss", "q", "v", "target_q"}
     # the target V moves halfway (τ = 0.5) toward the updated V
     for t, o, v in zip(
         learner.value_target.parameters(), old_target, learner.value.parameters(), strict=True
