@@ -4,6 +4,7 @@ and the single next-state sample when the max target backup is off."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from test_value_targets import DA, _PlantedCritic
 from torch import nn
@@ -44,3 +45,14 @@ def test_without_the_max_backup_one_next_action_is_drawn_per_row() -> None:
         drawn.append("|")
     # the backup's draw comes first; then the CQL term's n samples at s and s' and the actor's
     assert drawn[0] == 3 and drawn[drawn.index("|") + 1] == 1
+
+
+def test_the_config_bounds_and_their_valid_edges() -> None:
+    assert (
+        CalQLConfig(cql_n_actions=1, discount=0.0).cql_n_actions == 1
+    )  # one sample each; γ = 0: one-step values
+    with pytest.raises(ValueError, match=r"calql cql_n_actions=0 must be >= 1"):
+        CalQLConfig(cql_n_actions=0)
+    for discount in (1.0, 1.5):
+        with pytest.raises(ValueError, match=rf"calql discount={discount} must lie in \[0, 1\)"):
+            CalQLConfig(discount=discount)
