@@ -36,7 +36,10 @@ if importlib.util.find_spec("hypothesis") is not None:
         database=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
-    settings.register_profile("dev", max_examples=200, deadline=None)
+    # function-scoped fixtures here are stateless factories (e.g. ``synthetic``): reusing them across examples is safe
+    settings.register_profile(
+        "dev", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # `make test` runs the suite on two workers (pytest-xdist, --dist loadgroup). A group's tests stay on one worker, in

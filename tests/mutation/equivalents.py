@@ -5,6 +5,13 @@ are compared, so a renumbered mutant still matches) and why the mutated code beh
 surviving mutant whose diff is listed here counts as equivalent in its row, not as survived.
 """
 
+# Reasons shared by several mutants, written once.
+CONSTANT_LR = "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule never reads it."
+CPU_ONLY = (
+    "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU "
+    "(a CUDA run would place it apart)."
+)
+
 EQUIVALENTS: list[dict[str, str]] = [
     # ------------------------------------------------------------------------------ policies/value/calql.py
     {
@@ -21,8 +28,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -    self.actor_sched = LambdaLR(self.actor_opt, lr_lambda("constant", cfg.actor_warmup_steps, 0))
 +    self.actor_sched = LambdaLR(self.actor_opt, lr_lambda("constant", cfg.actor_warmup_steps, None))
 """,
-        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule "
-        "never reads it.",
+        "why": CONSTANT_LR,
     },
     {
         "module": "policies/value/calql.py",
@@ -30,8 +36,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -    self.actor_sched = LambdaLR(self.actor_opt, lr_lambda("constant", cfg.actor_warmup_steps, 0))
 +    self.actor_sched = LambdaLR(self.actor_opt, lr_lambda("constant", cfg.actor_warmup_steps, 1))
 """,
-        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule "
-        "never reads it.",
+        "why": CONSTANT_LR,
     },
     {
         "module": "policies/value/calql.py",
@@ -39,8 +44,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.critic_warmup_steps, 0))
 +    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.critic_warmup_steps, None))
 """,
-        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule "
-        "never reads it.",
+        "why": CONSTANT_LR,
     },
     {
         "module": "policies/value/calql.py",
@@ -48,8 +52,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.critic_warmup_steps, 0))
 +    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.critic_warmup_steps, 1))
 """,
-        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule "
-        "never reads it.",
+        "why": CONSTANT_LR,
     },
     {
         "module": "policies/value/calql.py",
@@ -244,7 +247,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -                self.queue[empty] = chunk.to(device=dev, dtype=self.queue.dtype)
 +                self.queue[empty] = chunk.to(device=None, dtype=self.queue.dtype)
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     {
         "module": "policies/acting.py",
@@ -252,7 +255,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -                self.queue[empty] = chunk.to(device=dev, dtype=self.queue.dtype)
 +                self.queue[empty] = chunk.to(dtype=self.queue.dtype)
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     {
         "module": "policies/acting.py",
@@ -260,7 +263,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -            action = self.queue[torch.arange(b, device=dev), self.qpos]  # (B, Da)
 +            action = self.queue[torch.arange(b, device=None), self.qpos]  # (B, Da)
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     {
         "module": "policies/acting.py",
@@ -268,7 +271,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -            action = self.queue[torch.arange(b, device=dev), self.qpos]  # (B, Da)
 +            action = self.queue[torch.arange(b, ), self.qpos]  # (B, Da)
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     {
         "module": "policies/acting.py",
@@ -284,7 +287,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -            self.qpos = torch.full((b,), ta, dtype=torch.long, device=dev)
 +            self.qpos = torch.full((b,), ta, dtype=torch.long, device=None)
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     {
         "module": "policies/acting.py",
@@ -300,7 +303,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -            self.qpos = torch.full((b,), ta, dtype=torch.long, device=dev)
 +            self.qpos = torch.full((b,), ta, dtype=torch.long, )
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     {
         "module": "policies/acting.py",
@@ -308,7 +311,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -            self.restart = torch.zeros(b, dtype=torch.bool, device=dev)
 +            self.restart = torch.zeros(b, dtype=torch.bool, device=None)
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     {
         "module": "policies/acting.py",
@@ -316,7 +319,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -            self.restart = torch.zeros(b, dtype=torch.bool, device=dev)
 +            self.restart = torch.zeros(b, dtype=torch.bool, )
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     {
         "module": "policies/acting.py",
@@ -324,7 +327,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -    cur = {k: torch.as_tensor(v, device=self.device) for k, v in obs.items()}
 +    cur = {k: torch.as_tensor(v, device=None) for k, v in obs.items()}
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     {
         "module": "policies/acting.py",
@@ -332,7 +335,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -    cur = {k: torch.as_tensor(v, device=self.device) for k, v in obs.items()}
 +    cur = {k: torch.as_tensor(v, ) for k, v in obs.items()}
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     {
         "module": "policies/acting.py",
@@ -340,7 +343,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -                self.queue = torch.zeros(b, ta, plan.shape[-1], device=dev)  # float32, beside the history
 +                self.queue = torch.zeros(b, ta, plan.shape[-1], device=None)  # float32, beside the history
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     {
         "module": "policies/acting.py",
@@ -348,7 +351,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -                self.queue = torch.zeros(b, ta, plan.shape[-1], device=dev)  # float32, beside the history
 +                self.queue = torch.zeros(b, ta, plan.shape[-1], )  # float32, beside the history
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     {
         "module": "policies/acting.py",
@@ -380,7 +383,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -    ids = torch.as_tensor(env_ids, dtype=torch.long, device=self.qpos.device).reshape(-1)
 +    ids = torch.as_tensor(env_ids, dtype=torch.long, device=None).reshape(-1)
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     {
         "module": "policies/acting.py",
@@ -396,7 +399,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -    ids = torch.as_tensor(env_ids, dtype=torch.long, device=self.qpos.device).reshape(-1)
 +    ids = torch.as_tensor(env_ids, dtype=torch.long, ).reshape(-1)
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     {
         "module": "policies/acting.py",
@@ -412,7 +415,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -        window = {k: torch.as_tensor(v, device=self.base.device) for k, v in obs.items()}
 +        window = {k: torch.as_tensor(v, device=None) for k, v in obs.items()}
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     {
         "module": "policies/acting.py",
@@ -420,7 +423,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -        window = {k: torch.as_tensor(v, device=self.base.device) for k, v in obs.items()}
 +        window = {k: torch.as_tensor(v, ) for k, v in obs.items()}
 """,
-        "why": "CPU-only host: only the device a tensor is made on changes; on a CPU every tensor is on the CPU (a CUDA run would place it apart).",
+        "why": CPU_ONLY,
     },
     # ------------------------------------------------------------------------------ policies/value/iql.py
     {
@@ -437,7 +440,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.warmup_steps, 0))
 +    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.warmup_steps, None))
 """,
-        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule never reads it.",
+        "why": CONSTANT_LR,
     },
     {
         "module": "policies/value/iql.py",
@@ -445,7 +448,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.warmup_steps, 0))
 +    self.critic_sched = LambdaLR(self.critic_opt, lr_lambda("constant", cfg.warmup_steps, 1))
 """,
-        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule never reads it.",
+        "why": CONSTANT_LR,
     },
     {
         "module": "policies/value/iql.py",
@@ -453,7 +456,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -    self.value_sched = LambdaLR(self.value_opt, lr_lambda("constant", cfg.warmup_steps, 0))
 +    self.value_sched = LambdaLR(self.value_opt, lr_lambda("constant", cfg.warmup_steps, None))
 """,
-        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule never reads it.",
+        "why": CONSTANT_LR,
     },
     {
         "module": "policies/value/iql.py",
@@ -461,7 +464,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -    self.value_sched = LambdaLR(self.value_opt, lr_lambda("constant", cfg.warmup_steps, 0))
 +    self.value_sched = LambdaLR(self.value_opt, lr_lambda("constant", cfg.warmup_steps, 1))
 """,
-        "why": "lr_lambda's total_steps is read only by the cosine and linear decays; the constant schedule never reads it.",
+        "why": CONSTANT_LR,
     },
     {
         "module": "policies/value/iql.py",

@@ -53,17 +53,6 @@ def test_create_indices_windows_match_their_definition(lengths, size, pad_before
     assert windows_from_rows(rows, size) == windows_by_definition(lengths, size, pad_before, pad_after)
 
 
-def episode(ep: int, length: int, action_dim: int) -> dict:
-    """Values encode (episode, step): state[t] = (100·ep + t, −(100·ep + t)), action[t, j] = 100·ep + t + j/4."""
-    t = np.arange(length, dtype=np.float32) + 100 * ep
-    return {
-        "obs": {"state": np.stack([t, -t], axis=1)},
-        "actions": np.stack([t + j / 4 for j in range(action_dim)], axis=1).astype(np.float32),
-        "rewards": (t % 3).astype(np.float32),
-        "dones": (np.arange(length) == length - 1).astype(np.uint8) * (ep % 2),
-    }
-
-
 @given(
     lengths=lengths,
     action_dim=st.integers(1, 3),
@@ -71,14 +60,17 @@ def episode(ep: int, length: int, action_dim: int) -> dict:
         lambda tp: st.tuples(st.integers(1, tp), st.just(tp), st.integers(1, tp))  # (To, Tp, Ta)
     ),
 )
-def test_written_episodes_read_back_and_batch_into_their_windows(lengths, action_dim, shape) -> None:
+def test_written_episodes_read_back_and_batch_into_their_windows(
+    synthetic, lengths, action_dim, shape
+) -> None:
+    """The datasets' own synthetic episodes (conftest: values encode episode and step), of any length."""
     to, tp, ta = shape
-    eps = [episode(i, n, action_dim) for i, n in enumerate(lengths)]
+    eps = [synthetic(i, n, action_dim=action_dim) for i, n in enumerate(lengths)]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "demos.hdf5"
         with DatasetWriter(path, {"env_name": "push-v3"}, valid_fraction=0.0) as writer:
             for ep in eps:
-                writer.add_episode(ep["obs"], ep["actions"], ep["rewards"], ep["dones"])
+                writer.add_episode(**ep)
         with open_dataset(path) as f:  # the round trip: every field as written, episode by episode
             for ep, back in zip(eps, f.episodes(), strict=True):
                 np.testing.assert_array_equal(back["obs"]["state"], ep["obs"]["state"])
