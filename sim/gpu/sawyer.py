@@ -44,6 +44,12 @@ FRAME_SKIP = 5  # SawyerXYZEnv's frame_skip
 ACTION_SCALE = 0.01  # SawyerXYZEnv's action_scale: metres of mocap motion per unit action
 RESET_HAND_STEPS = 50  # SawyerXYZEnv._reset_hand's control steps
 MOCAP_QUAT = (1.0, 0.0, 1.0, 0.0)  # set_xyz_action's mocap orientation (MuJoCo normalises it)
+# Constraint rows allocated per world (ours). MuJoCo Warp sizes them from the state it is given (64 for the
+# settled hand), and a world past that drops the rest of its constraints for the step: the gripper passes
+# into the puck or the table. Warp's collision pipeline makes more rows than CPU MuJoCo's (up to 51 for the
+# push-v3 expert here, 29 on CPU) and a steered or noisy hand up to 89; 256 leaves room and costs nothing
+# measurable on warp's CPU device (push-v3, 64 worlds, 200 noisy steps: 19.3 s at 64, 18.9 s at 256).
+NJMAX = 256
 WELD_EQ_DATA = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 5.0)  # SawyerMocapBase.reset_mocap_welds
 HAND_SPACE_LOW = (-0.525, 0.348, -0.0525)  # SawyerXYZEnv._HAND_SPACE: the observation box of the hand
 HAND_SPACE_HIGH = (0.525, 1.025, 0.7)
@@ -249,7 +255,7 @@ class WarpSawyerEnv(TorchBatchedEnv):
         B, dev = num_worlds, self.device
         with wp.ScopedDevice(self.wp_device):
             self._m = mjw.put_model(self.model)
-            self._d = mjw.put_data(self.model, settled, nworld=B)
+            self._d = mjw.put_data(self.model, settled, nworld=B, njmax=NJMAX)
         # Zero-copy torch views of the warp state: writing them writes the simulation.
         t = {k: wp.to_torch(getattr(self._d, k)) for k in ("qpos", "qvel", "qacc_warmstart", "ctrl", "time")}
         self._qpos, self._qvel, self._warm, self._ctrl, self._time = (

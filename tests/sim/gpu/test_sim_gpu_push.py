@@ -24,3 +24,20 @@ def test_reset_distribution_and_reward_range() -> None:
         _, reward, _, _, info = env.step(torch.rand(128, 4, generator=gen) * 2 - 1)
         assert ((reward >= 0) & (reward <= 10)).all() and not info["success"].any()
         assert ((info["grasp_reward"] >= 0) & (info["grasp_reward"] <= 1)).all()
+
+
+def test_a_noisy_hand_keeps_every_constraint_row() -> None:
+    """The expert's hand with N(0, 0.5) noise presses the gripper into puck and table: more constraint rows
+    than Warp allocates by default (64), all of them within the env's allocation, so none is dropped."""
+    import numpy as np
+
+    from robosteer.sim import ScriptedExpert
+
+    env = WarpPushEnv(num_worlds=16, seed=0, output="numpy")
+    expert, rng, most = ScriptedExpert("push-v3"), np.random.default_rng(0), 0
+    obs = env.reset()
+    for _ in range(200):
+        noisy = expert.act(obs) + 0.5 * rng.standard_normal((16, 4))
+        obs = env.step(np.clip(noisy, -1, 1).astype(np.float32))[0]
+        most = max(most, int(env._d.nefc.numpy().max()))  # rows this step needed, kept or not
+    assert 64 < most <= env._d.njmax, (most, env._d.njmax)
