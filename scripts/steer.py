@@ -353,7 +353,7 @@ def load_base(cfg: DictConfig, device: Any) -> LoadedBase:
                 "base=scratch is plain SAC from scratch: it needs variant=sac and task=<name>, "
                 f"got variant={cfg.variant} task={cfg.task}"
             )
-        with sim.make_env(cfg.task, num_envs=1, obs="state") as probe:
+        with sim.make_env(cfg.task, num_envs=1, obs="state", **env_backend(cfg, device)) as probe:
             state_dim = int(probe.single_observation_space["state"].shape[0])
             action_dim = int(probe.single_action_space.shape[0])
         scratch_shape = [state_dim, action_dim, int(cfg.scratch_chunk)]

@@ -40,6 +40,9 @@ INSTALL_HELP = {
 
 # The packages each Isaac sim imports (first one is the one whose absence is reported).
 PACKAGES = {"isaaclab": ("isaaclab", "isaaclab_tasks"), "isaacgym": ("isaacgym", "isaacgymenvs")}
+# Found but not imported by ``require``: Isaac Lab's task registry imports Isaac Sim's modules, which exist only
+# once the simulation app runs (make_isaaclab_env starts it, then imports this).
+AFTER_APP = ("isaaclab_tasks",)
 
 
 class IsaacNotInstalledError(ImportError):
@@ -65,11 +68,14 @@ class IsaacNotInstalledError(ImportError):
 
 
 def require(sim: str) -> dict[str, ModuleType]:
-    """Import the packages of ``sim`` ("isaaclab" | "isaacgym"), or raise IsaacNotInstalledError."""
+    """Import the packages of ``sim`` ("isaaclab" | "isaacgym") but those imported only once the app runs
+    (``AFTER_APP``: found, not imported), or raise IsaacNotInstalledError."""
     modules = {}
     for package in PACKAGES[sim]:
         if importlib.util.find_spec(package) is None:
             raise IsaacNotInstalledError(sim, package)
+        if package in AFTER_APP:
+            continue
         try:
             modules[package] = importlib.import_module(package)
         except ImportError as err:  # e.g. isaacgym imported after torch, or a missing Isaac Sim

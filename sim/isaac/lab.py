@@ -196,6 +196,9 @@ class IsaacLabEnv(TorchBatchedEnv):
         self._env.close()
 
 
+_APP: Any = None  # the process's Isaac Sim app (isaaclab.app.AppLauncher), started by the first env
+
+
 def make_isaaclab_env(
     task: str,
     num_envs: int = 1,
@@ -208,11 +211,14 @@ def make_isaaclab_env(
 
     ``kwargs`` go to ``IsaacLabEnv`` (action_chunk, obs_history, success_term, success_fn, output, ...).
     """
+    global _APP
     require("isaaclab")
     from isaaclab.app import AppLauncher
 
-    # The simulation app must exist before isaaclab_tasks (and so the task registry) is imported.
-    AppLauncher(headless=headless, device=device)
+    # The simulation app must exist before isaaclab_tasks (and so the task registry) is imported, and Isaac Sim
+    # starts once per process: a second env (robosteer-steer's evaluation env, a probe) reuses it.
+    if _APP is None:
+        _APP = AppLauncher(headless=headless, device=device)
     import isaaclab_tasks  # noqa: F401  (registers the gym ids)
     from isaaclab_tasks.utils import parse_env_cfg
 

@@ -6,11 +6,12 @@ logic (auto-reset, final_obs, success, time-outs as truncation, chunking, histor
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -21,85 +22,16 @@ from robosteer.sim.isaac import IsaacGymEnv, IsaacLabEnv, IsaacNotInstalledError
 
 torch.set_num_threads(1)
 
-T = 10  # episode length of the fakes
-GOAL_TOL = 0.1
+# The Isaac Lab fake lives in the stand-in package the command tests put on PYTHONPATH; loaded here by path, so
+# this process never has an ``isaaclab_tasks`` module (test_import_sim_never_imports_isaac).
+_POINT = Path(__file__).resolve().parents[1] / "fixtures" / "isaaclab_fake" / "isaaclab_tasks" / "point.py"
+_spec = importlib.util.spec_from_file_location("isaaclab_fake_point", _POINT)
+point = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(point)
+FakeLabEnv, T, GOAL_TOL = point.FakeLabEnv, point.T, point.GOAL_TOL
 
 
 # ----------------------------------------------------------------------------- fakes
-class FakeObservationManager:
-    def __init__(self, env: FakeLabEnv) -> None:
-        self.env = env
-
-    def compute_group(self, group_name: str) -> torch.Tensor:
-        assert group_name == "policy"
-        e = self.env
-        return torch.cat([e.pos, (e.episode_length_buf.float() / T)[:, None]], dim=1)  # (N, 3)
-
-
-class FakeTerminationManager:
-    def __init__(self, env: FakeLabEnv) -> None:
-        self.env = env
-        self.active_terms = ["time_out", "success"]
-        self.dones: dict[str, torch.Tensor] = {}
-
-    def compute(self) -> None:
-        e = self.env
-        self.dones = {
-            "time_out": e.episode_length_buf >= T,
-            "success": e.pos.norm(dim=1) < GOAL_TOL,
-        }
-
-    def get_term(self, name: str) -> torch.Tensor:
-        return self.dones[name]
-
-
-class FakeLabEnv:
-    """A point mass to reach the origin, stepped like ``ManagerBasedRLEnv.step`` (reset inside step)."""
-
-    def __init__(self, num_envs: int = 2) -> None:
-        self.num_envs = num_envs
-        self.device = "cpu"
-        self.max_episode_length = T
-        self.single_observation_space = gym.spaces.Dict({"policy": gym.spaces.Box(-np.inf, np.inf, (3,))})
-        self.single_action_space = gym.spaces.Box(-np.inf, np.inf, (2,))
-        self.pos = torch.zeros(num_envs, 2)
-        self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long)
-        self.generator = torch.Generator().manual_seed(0)
-        self.observation_manager = FakeObservationManager(self)
-        self.termination_manager = FakeTerminationManager(self)
-        self.closed = False
-        self.actions: list[torch.Tensor] = []  # every (N, A) action stepped, to check idle steps
-
-    def _reset_idx(self, env_ids: Any) -> None:
-        ids = torch.as_tensor(env_ids, dtype=torch.long)
-        self.pos[ids] = torch.rand(len(ids), 2, generator=self.generator) * 2 - 1
-        self.episode_length_buf[ids] = 0
-
-    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
-        if seed is not None:
-            self.generator.manual_seed(seed)
-        self._reset_idx(torch.arange(self.num_envs))
-        return {"policy": self.observation_manager.compute_group("policy")}, {}
-
-    def step(self, action: torch.Tensor) -> tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
-        assert isinstance(action, torch.Tensor) and action.dtype == torch.float32
-        self.actions.append(action.clone())
-        self.pos += action
-        self.episode_length_buf += 1
-        self.termination_manager.compute()
-        terminated = self.termination_manager.get_term("success").clone()
-        time_outs = self.termination_manager.get_term("time_out").clone()
-        reward = -self.pos.norm(dim=1)
-        ids = torch.nonzero(terminated | time_outs).flatten()
-        if len(ids):
-            self._reset_idx(ids)
-        obs = {"policy": self.observation_manager.compute_group("policy")}
-        return obs, reward, terminated, time_outs, {"time_outs": time_outs}
-
-    def close(self) -> None:
-        self.closed = True
-
-
 class FakeGym:
     def __init__(self) -> None:
         self.destroyed: list[str] = []
