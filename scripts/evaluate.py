@@ -47,6 +47,12 @@ def replay_dataset(path: str, episodes: int | None, progress: bool = True) -> di
     with open_dataset(path) as demos:
         kwargs = demos.env_args.get("env_kwargs", {})
         task = demos.env_args["env_name"]
+        recorded_in = kwargs.get("suite", "metaworld")  # the simulator (or robot) that recorded it
+        if recorded_in != "metaworld":
+            raise UsageError(
+                f"dataset={path}: its episodes were recorded in {recorded_in!r} (env_args.env_kwargs.suite), and "
+                "policy=replay re-runs only Meta-World's: evaluate a policy trained on it instead"
+            )
         names = demos.demo_names[: episodes or None]
         env = sim.make_env(
             task,

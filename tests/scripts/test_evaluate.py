@@ -38,6 +38,24 @@ def test_replay_regenerates_the_dataset_exactly(tmp_path):
     assert r["max_obs_abs_diff"] == 0.0  # bit for bit, noise included
 
 
+@pytest.mark.parametrize("suite", ["real", "lerobot"])
+def test_replay_of_episodes_recorded_elsewhere_is_refused_naming_where(tmp_path, suite):
+    """A robot's recording or a converted LeRobot dataset records its simulator (``env_kwargs.suite``): its
+    seeds mean nothing to Meta-World, so replaying it is refused before any env is built."""
+    import numpy as np
+
+    from robosteer.policies.data import DatasetWriter
+    from robosteer.scripts.common import UsageError
+
+    path = tmp_path / "demos.hdf5"
+    with DatasetWriter(path, {"env_name": "push-v3", "env_kwargs": {"suite": suite}}) as w:
+        n = 5
+        w.add_episode({"state": np.zeros((n, 39), np.float32)}, np.zeros((n, 4), np.float32),
+                      np.zeros(n, np.float32), np.r_[np.zeros(n - 1), 1].astype(bool))  # fmt: skip
+    with pytest.raises(UsageError, match=f"recorded in '{suite}' .*re-runs only Meta-World's"):
+        replay_dataset(str(path), None, progress=False)
+
+
 def test_expert_cli_writes_metrics_and_video(tmp_path):
     res = _run(
         "policy=expert", "task=reach-v3", "episodes=4", "num_envs=2", "video_episodes=1", f"out={tmp_path}"
