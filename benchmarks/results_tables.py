@@ -804,6 +804,33 @@ def steering_throughput(rows: list[Row]) -> str:
     return measured(list(cells.values())) + "\n\n" + table(columns, body)
 
 
+def warp_steering(rows: list[Row]) -> str:
+    """DSRL-NA steered on MuJoCo Warp per num_envs and on CPU Meta-World, all scored in CPU Meta-World."""
+    warp = last_per(
+        [r for r in rows if r.get("sim") == "warp"], lambda r: (r["task"], r["num_envs"], r["seed"])
+    )
+    cpu = last_per(
+        [r for r in rows if "sim" not in r and r["task"] == "push-v3" and r["env_steps"] >= 100_000],
+        lambda r: (r["task"], r["seed"]),
+    )  # the README's sim=metaworld runs (dsrl_actor_avg_100k.jsonl): num_envs=4
+    body = [
+        [r["task"], f"warp ({r['device']})", r["num_envs"], r["seed"], f"{r['base_success']:.2f}",
+         kept_checkpoints(r["unseen_history"]), f"**{r['success_rate']:.2f}**", f"{r['lift']:+.2f}",
+         f"{r['failures_removed']:.0%}", "yes" if r["base_unchanged"] else "**no**", f"{r['env_steps']:,}",
+         f"{r['wall_s'] / 60:.0f}"]
+        for _, r in sorted(warp.items(), key=lambda kv: (kv[0][0], -kv[0][1], kv[0][2]))
+    ] + [
+        [r["task"], "metaworld", 4, r["seed"], f"{r['base_success']:.2f}", "—", f"**{r['success_rate']:.2f}**",
+         f"{r['success_rate'] - r['base_success']:+.2f}",
+         f"{(r['success_rate'] - r['base_success']) / (1 - r['base_success']):.0%}", "yes",
+         f"{r['env_steps']:,}", f"{r['wall_s'] / 60:.0f}"]
+        for _, r in sorted(cpu.items())
+    ]  # fmt: skip
+    columns = ["task", "steered on", "envs", "seed", "base", "kept actors (env steps: success)", "final actor",
+               "lift", "failures removed", "base byte-identical", "env steps", "wall min"]  # fmt: skip
+    return measured(list(warp.values())) + "\n\n" + table(columns, body)
+
+
 def inference_latency(rows: list[Row]) -> str:
     """Batch-1 latency per chunk and control step of each sampler beside its bare-denoiser floor (MLP)."""
     cells = last_per(rows, lambda r: (r["backbone"], r["method"]))
@@ -1448,6 +1475,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "inference_latency": inference_latency,
     "metaworld_mujoco4": metaworld_mujoco4,
     "steering_throughput": steering_throughput,
+    "warp_steering": warp_steering,
     "lerobot_compare": lerobot_compare,
     "server_latency": server_latency,
     "train_precision": train_precision,
