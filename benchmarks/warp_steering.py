@@ -54,7 +54,10 @@ def steer_warp(args: Any, base: Path, demos: Path | None, num_envs: int, run: Pa
 def measure(args: Any, num_envs: int, base: Path, demos: Path | None, base_success: float) -> dict[str, Any]:
     """One ``num_envs``: steer on Warp (unless finished), then score it in CPU Meta-World; its row."""
     run = args.out / args.task / f"warp{num_envs}_s{args.seed}"
-    before = file_hashes(base)
+    hashes = Path(f"{run}_base_sha256.json")  # the base as it was before the run's first step
+    if not hashes.exists():
+        hashes.parent.mkdir(parents=True, exist_ok=True)
+        hashes.write_text(json.dumps(file_hashes(base), indent=1))
     if not (run / "metrics.json").exists():
         steer_warp(args, base, demos, num_envs, run)
     metrics = json.loads((run / "metrics.json").read_text())
@@ -65,7 +68,7 @@ def measure(args: Any, num_envs: int, base: Path, demos: Path | None, base_succe
         "base_success": base_success,
         "success_rate": final, **lift(base_success, final), "episodes": args.episodes,
         "unseen_history": unseen_history(run, args.task, args.episodes), "history": metrics["history"],
-        "env_steps": metrics["env_steps"], "wall_s": metrics["wall_time_s"], "base_unchanged": file_hashes(base) == before,
+        "env_steps": metrics["env_steps"], "wall_s": metrics["wall_time_s"], "base_unchanged": file_hashes(base) == json.loads(hashes.read_text()),
         "overrides": args.overrides,
     }  # fmt: skip
 
