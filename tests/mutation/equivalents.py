@@ -967,4 +967,70 @@ EQUIVALENTS: list[dict[str, str]] = [
 """,
         "why": "both parts are (B, ·): the last axis is axis 1.",
     },
+    # sim/evaluate.py, continued: the survivors of its first row (the others are killed by tests/sim/test_sim_evaluate.py)
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-            stacklevel=2,
+-        )
++            )
+""",
+        "why": "only which frame the warning names: under mutmut a trampoline in the same mutated file sits between the caller and evaluate, so the unmutated code names it too and no test run there can tell stacklevel 1 from 2 (outside mutmut, 2 names the caller).",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-            stacklevel=2,
++            stacklevel=3,
+""",
+        "why": "only which frame the warning names (see stacklevel=2 dropped): under mutmut's trampoline no test can pin the frame without failing the unmutated run.",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-        env.start_recording(video_camera, video_size, min(video_episodes, per_env), env_index=0)
++        env.start_recording(video_camera, video_size, min(video_episodes, per_env), )
+""",
+        "why": "start_recording's env_index defaults to 0, the value passed.",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-    done_count = np.zeros(num_envs, dtype=np.int64)  # finished episodes per env
++    done_count = np.zeros(num_envs, dtype=None)  # finished episodes per env
+""",
+        "why": "done_count is read only through int(i + num_envs * done_count[i]): float counts give the same integers.",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-    done_count = np.zeros(num_envs, dtype=np.int64)  # finished episodes per env
++    done_count = np.zeros(num_envs, )  # finished episodes per env
+""",
+        "why": "done_count is read only through int(i + num_envs * done_count[i]): float counts give the same integers.",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-                np.maximum(running, np.asarray(info[key], dtype=np.float64), out=running)
++                np.maximum(running, np.asarray(info[key], dtype=None), out=running)
+""",
+        "why": "out=running is float64: the maximum is computed and stored in float64 whatever the input's dtype.",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-                np.maximum(running, np.asarray(info[key], dtype=np.float64), out=running)
++                np.maximum(running, np.asarray(info[key], ), out=running)
+""",
+        "why": "out=running is float64: the maximum is computed and stored in float64 whatever the input's dtype.",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-                ep_success[i] = False
++                ep_success[i] = None
+""",
+        "why": "ep_success is a numpy bool array: None is stored as False.",
+    },
 ]

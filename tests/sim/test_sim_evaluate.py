@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
+from typing import ClassVar
 
 import imageio.v2 as imageio
 import numpy as np
@@ -323,3 +326,125 @@ def test_reset_fn_reads_whether_reset_takes_env_ids() -> None:
     assert reset is Opaque.reset and per_env is False
     result = sim.evaluate(_ScriptedEnv(2), SimpleNamespace(act=_RowPolicy().act), episodes=2, progress=False)
     assert result["episodes"] == 2  # a policy without reset() is evaluated as is
+
+
+# ----------------------------------------------------------------------------- mutation survivors (issue 59)
+class _Bar:
+    """Stands in for tqdm: what the progress bar was built with and shown."""
+
+    made: ClassVar[list[dict]] = []
+
+    def __init__(self, **kwargs) -> None:
+        self.kwargs, self.n, self.postfix, self.closed = kwargs, 0, [], False
+        _Bar.made.append(self.__dict__)
+
+    def update(self, n: int) -> None:
+        self.n += n
+
+    def set_postfix(self, **kwargs) -> None:
+        self.postfix.append(kwargs)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_progress_bar_counts_episodes_and_shows_the_running_success(monkeypatch) -> None:
+    import importlib
+
+    harness = importlib.import_module("robosteer.sim.evaluate")  # the module (sim.evaluate is the function)
+    monkeypatch.setattr(harness, "tqdm", _Bar)
+    _Bar.made = []
+    result = sim.evaluate(_ScriptedEnv(3), _RowPolicy(), episodes=5, seed=7)  # progress: on by default
+    sim.evaluate(_ScriptedEnv(3), _RowPolicy(), episodes=2, seed=7, progress=False)
+    shown, quiet = _Bar.made
+    assert shown["kwargs"] == {
+        "total": 5,
+        "desc": "eval fake-v0",
+        "unit": "ep",
+        "disable": False,
+        "leave": False,
+    }
+    assert quiet["kwargs"]["disable"] is True and quiet["closed"] and shown["closed"]
+    assert shown["n"] == 5  # one per counted episode, the surplus one not counted
+    # after each counted episode, the success rate so far; after the last, the result's
+    assert len(shown["postfix"]) == 5 and shown["postfix"][-1] == {"success": f"{result['success_rate']:.0%}"}
+
+
+def test_defaults_seed_0_and_one_video_at_256_px_of_env_0() -> None:
+    class Recording(_ScriptedEnv):
+        def start_recording(self, camera="corner2", size=256, episodes=1, env_index=0) -> None:
+            self.recording = (camera, size, episodes, env_index)
+
+        def pop_recordings(self, env_index=0) -> list:
+            return []
+
+    env = Recording(2)
+    result = sim.evaluate(env, _RowPolicy(), episodes=6, video_path="v.mp4", progress=False)
+    assert result["episode_seeds"] == [sim.episode_seed(0, k) for k in range(6)] and result["seed"] == 0
+    assert env.recording == ("corner2", 256, 1, 0)
+    env = Recording(2)
+    sim.evaluate(env, _RowPolicy(), episodes=6, video_path="v.mp4", video_episodes=2, progress=False)
+    assert env.recording[2] == 2  # as many as asked, at most an env's share (3 here)
+    env = Recording(2)
+    sim.evaluate(env, _RowPolicy(), episodes=6, video_path="v.mp4", video_episodes=0, progress=False)
+    assert not hasattr(env, "recording")  # no video asked for: nothing recorded
+
+
+def test_env_steps_count_the_steps_a_chunked_env_executed() -> None:
+    class Chunked(_ScriptedEnv):
+        executed = 0
+
+        def step(self, action):
+            out = super().step(action)
+            steps = 1 + (self.t + np.arange(self.num_envs)) % 3  # (B,) differ per env and call
+            out[4]["steps_executed"] = steps
+            self.executed += int(steps.sum())
+            return out
+
+    env = Chunked(3)
+    result = sim.evaluate(env, _RowPolicy(), episodes=5, seed=7, progress=False)
+    assert result["env_steps"] == env.executed != 3 * env.steps
+
+
+def test_a_success_before_the_episode_ends_counts() -> None:
+    """An env that does not stop on success (terminate_on_success=False): the flag at an earlier step counts."""
+
+    class SuccessMidway(_ScriptedEnv):
+        def step(self, action):
+            midway = self.t == 0  # about to take each episode's first step
+            obs, reward, terminated, truncated, info = super().step(action)
+            ended = terminated | truncated
+            info["success"] = (
+                midway & ~ended
+            )  # success at step 1 of episodes longer than 1 step, never at the end
+            return obs, reward, np.zeros_like(terminated), ended, info
+
+    result = sim.evaluate(SuccessMidway(3), _RowPolicy(), episodes=5, seed=7, progress=False)
+    lengths = [_spec(sim.episode_seed(7, k))[0] for k in range(5)]
+    assert result["successes"] == [n > 1 for n in lengths] == [False, False, True, True, True]
+
+
+def test_a_missing_episode_max_key_lists_the_per_step_keys_only() -> None:
+    class Flagged(_ScriptedEnv):
+        def step(self, action):
+            out = super().step(action)
+            out[4]["_final_info"] = np.zeros(self.num_envs, bool)
+            return out
+
+    known = ["dr_mass", "episode_length", "episode_return", "grasp", "success"]
+    with pytest.raises(ValueError, match=re.escape(f"of fake-v0: {known}")):
+        sim.evaluate(Flagged(2), _RowPolicy(), episodes=2, progress=False, episode_max=("grasped",))
+
+
+def test_only_an_inexact_all_env_reset_warns() -> None:
+    class AllReset(_RowPolicy):
+        def reset(self) -> None:  # type: ignore[override]
+            self.resets.append([])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sim.evaluate(_ScriptedEnv(2), _RowPolicy(), episodes=2, progress=False)  # per-env resets
+        sim.evaluate(_ScriptedEnv(1), AllReset(), episodes=2, progress=False)  # one env: exact
+        sim.evaluate(_ScriptedEnv(2), SimpleNamespace(act=_RowPolicy().act), episodes=2, progress=False)
+    with pytest.warns(UserWarning, match="all 2 envs' policy state is reset"):
+        sim.evaluate(_ScriptedEnv(2), AllReset(), episodes=2, progress=False)
