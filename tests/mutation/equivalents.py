@@ -1033,4 +1033,84 @@ EQUIVALENTS: list[dict[str, str]] = [
 """,
         "why": "ep_success is a numpy bool array: None is stored as False.",
     },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-    if video_path is not None and video_episodes > 0:
++    if video_path is not None and video_episodes >= 0:
+""",
+        "why": "pop_recordings without a start_recording returns no recordings (BatchedEnv: nothing was recorded), so with video_episodes=0 the loop writes nothing either way.",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-            target = path if j == 0 else path.with_name(f"{path.stem}_{j}{path.suffix or '.mp4'}")
++            target = path if j == 0 else path.with_name(f"{path.stem}_{j}{path.suffix and '.mp4'}")
+""",
+        "why": "reached only for a path without a suffix, and such a path's first video is already refused by write_video (imageio cannot tell the format), so no second name is ever made from it.",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-            target = path if j == 0 else path.with_name(f"{path.stem}_{j}{path.suffix or '.mp4'}")
++            target = path if j == 0 else path.with_name(f"{path.stem}_{j}{path.suffix or 'XX.mp4XX'}")
+""",
+        "why": "reached only for a path without a suffix, and such a path's first video is already refused by write_video (imageio cannot tell the format), so no second name is ever made from it.",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-            target = path if j == 0 else path.with_name(f"{path.stem}_{j}{path.suffix or '.mp4'}")
++            target = path if j == 0 else path.with_name(f"{path.stem}_{j}{path.suffix or '.MP4'}")
+""",
+        "why": "reached only for a path without a suffix, and such a path's first video is already refused by write_video (imageio cannot tell the format), so no second name is ever made from it.",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-            videos.append(str(write_video(frames, target, fps=DEFAULT_FPS)))
++            videos.append(str(write_video(frames, target, )))
+""",
+        "why": "write_video's fps defaults to DEFAULT_FPS, the value passed.",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-        "env_steps_per_s": env_steps / wall if wall > 0 else float("nan"),
++        "env_steps_per_s": env_steps / wall if (wall > 0) or True else float("nan"),
+""",
+        "why": "wall > 0 always: perf_counter is monotonic and the loop's env steps lie between the two reads, so the rate is divided the same way.",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-        "env_steps_per_s": env_steps / wall if wall > 0 else float("nan"),
++        "env_steps_per_s": env_steps / wall if wall >= 0 else float("nan"),
+""",
+        "why": "wall > 0 always: perf_counter is monotonic and the loop's env steps lie between the two reads, so wall == 0 never happens.",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-        "env_steps_per_s": env_steps / wall if wall > 0 else float("nan"),
++        "env_steps_per_s": env_steps / wall if wall > 0 else float(None),
+""",
+        "why": "the NaN branch runs only when wall <= 0, which never happens (perf_counter is monotonic, env steps lie between the reads).",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-        "env_steps_per_s": env_steps / wall if wall > 0 else float("nan"),
++        "env_steps_per_s": env_steps / wall if wall > 0 else float("XXnanXX"),
+""",
+        "why": "the NaN branch runs only when wall <= 0, which never happens (perf_counter is monotonic, env steps lie between the reads).",
+    },
+    {
+        "module": "sim/evaluate.py",
+        "diff": """
+-        "env_steps_per_s": env_steps / wall if wall > 0 else float("nan"),
++        "env_steps_per_s": env_steps / wall if wall > 0 else float("NAN"),
+""",
+        "why": "the NaN branch runs only when wall <= 0, which never happens (perf_counter is monotonic, env steps lie between the reads).",
+    },
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -448,3 +449,34 @@ def test_only_an_inexact_all_env_reset_warns() -> None:
         sim.evaluate(_ScriptedEnv(2), SimpleNamespace(act=_RowPolicy().act), episodes=2, progress=False)
     with pytest.warns(UserWarning, match="all 2 envs' policy state is reset"):
         sim.evaluate(_ScriptedEnv(2), AllReset(), episodes=2, progress=False)
+
+
+def test_wilson_interval_edges_stay_inside_0_1() -> None:
+    assert sim.wilson_interval(0, 0) == (0.0, 1.0)  # no episodes: nothing is known
+    assert sim.wilson_interval(1, 1) == pytest.approx((0.2065, 1.0), abs=1e-4)  # one episode is a measurement
+    assert sim.wilson_interval(5, 5)[1] == 1.0  # unclipped, the formula gives 1 + 2e-16 here
+    bounds = [b for n in range(1, 60) for k in (0, n) for b in sim.wilson_interval(k, n)]
+    assert all(0.0 <= b <= 1.0 for b in bounds)
+
+
+def test_the_result_names_its_task_wall_time_and_rate_and_numbers_later_videos(tmp_path: Path) -> None:
+    class TwoVideos(_ScriptedEnv):
+        def start_recording(self, camera="corner2", size=256, episodes=1, env_index=0) -> None: ...
+
+        def pop_recordings(self, env_index=0) -> list:
+            return [np.zeros((3, 8, 8, 3), np.uint8), np.full((2, 8, 8, 3), 255, np.uint8)]
+
+    class Bare(_ScriptedEnv):  # an env with no randomization attribute at all
+        def __init__(self, num_envs: int) -> None:
+            super().__init__(num_envs)
+            del self.randomization
+
+    before = time.perf_counter()
+    result = sim.evaluate(Bare(2), _RowPolicy(), episodes=3, progress=False)
+    assert result["task"] == "fake-v0" and 0 < result["wall_time_s"] <= time.perf_counter() - before
+    assert result["env_steps_per_s"] == pytest.approx(result["env_steps"] / result["wall_time_s"])
+    out = sim.evaluate(TwoVideos(2), _RowPolicy(), episodes=4, video_path=tmp_path / "v.mp4", video_episodes=2,
+                       progress=False)  # fmt: skip
+    assert out["videos"] == [str(tmp_path / "v.mp4"), str(tmp_path / "v_1.mp4")]
+    reader = imageio.get_reader(tmp_path / "v_1.mp4", format="FFMPEG")
+    assert reader.get_meta_data()["fps"] == sim.video.DEFAULT_FPS and reader.count_frames() == 2
