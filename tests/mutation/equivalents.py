@@ -12,6 +12,16 @@ CPU_ONLY = (
     "(a CUDA run would place it apart)."
 )
 
+NO_SUFFIX = "reached only for a path without a suffix, and such a path's first video is already refused by write_video (imageio cannot tell the format), so no second name is ever made from it."
+NAN_BRANCH = "the NaN branch runs only when wall <= 0, which never happens (perf_counter is monotonic, env steps lie between the reads)."
+DONE_COUNT = (
+    "done_count is read only through int(i + num_envs * done_count[i]): float counts give the same integers."
+)
+OUT_FLOAT64 = (
+    "out=running is float64: the maximum is computed and stored in float64 whatever the input's dtype."
+)
+STACKLEVEL = "only which frame the warning names: under mutmut a trampoline in the same mutated file sits between the caller and evaluate, so the unmutated code names it too and no test run there can pin the frame (outside mutmut, 2 names the caller)."
+
 EQUIVALENTS: list[dict[str, str]] = [
     # ------------------------------------------------------------------------------ policies/value/calql.py
     {
@@ -983,7 +993,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -            stacklevel=2,
 +            stacklevel=3,
 """,
-        "why": "only which frame the warning names (see stacklevel=2 dropped): under mutmut's trampoline no test can pin the frame without failing the unmutated run.",
+        "why": STACKLEVEL,
     },
     {
         "module": "sim/evaluate.py",
@@ -999,7 +1009,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -    done_count = np.zeros(num_envs, dtype=np.int64)  # finished episodes per env
 +    done_count = np.zeros(num_envs, dtype=None)  # finished episodes per env
 """,
-        "why": "done_count is read only through int(i + num_envs * done_count[i]): float counts give the same integers.",
+        "why": DONE_COUNT,
     },
     {
         "module": "sim/evaluate.py",
@@ -1007,7 +1017,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -    done_count = np.zeros(num_envs, dtype=np.int64)  # finished episodes per env
 +    done_count = np.zeros(num_envs, )  # finished episodes per env
 """,
-        "why": "done_count is read only through int(i + num_envs * done_count[i]): float counts give the same integers.",
+        "why": DONE_COUNT,
     },
     {
         "module": "sim/evaluate.py",
@@ -1015,7 +1025,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -                np.maximum(running, np.asarray(info[key], dtype=np.float64), out=running)
 +                np.maximum(running, np.asarray(info[key], dtype=None), out=running)
 """,
-        "why": "out=running is float64: the maximum is computed and stored in float64 whatever the input's dtype.",
+        "why": OUT_FLOAT64,
     },
     {
         "module": "sim/evaluate.py",
@@ -1023,7 +1033,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -                np.maximum(running, np.asarray(info[key], dtype=np.float64), out=running)
 +                np.maximum(running, np.asarray(info[key], ), out=running)
 """,
-        "why": "out=running is float64: the maximum is computed and stored in float64 whatever the input's dtype.",
+        "why": OUT_FLOAT64,
     },
     {
         "module": "sim/evaluate.py",
@@ -1047,7 +1057,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -            target = path if j == 0 else path.with_name(f"{path.stem}_{j}{path.suffix or '.mp4'}")
 +            target = path if j == 0 else path.with_name(f"{path.stem}_{j}{path.suffix and '.mp4'}")
 """,
-        "why": "reached only for a path without a suffix, and such a path's first video is already refused by write_video (imageio cannot tell the format), so no second name is ever made from it.",
+        "why": NO_SUFFIX,
     },
     {
         "module": "sim/evaluate.py",
@@ -1055,7 +1065,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -            target = path if j == 0 else path.with_name(f"{path.stem}_{j}{path.suffix or '.mp4'}")
 +            target = path if j == 0 else path.with_name(f"{path.stem}_{j}{path.suffix or 'XX.mp4XX'}")
 """,
-        "why": "reached only for a path without a suffix, and such a path's first video is already refused by write_video (imageio cannot tell the format), so no second name is ever made from it.",
+        "why": NO_SUFFIX,
     },
     {
         "module": "sim/evaluate.py",
@@ -1063,7 +1073,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -            target = path if j == 0 else path.with_name(f"{path.stem}_{j}{path.suffix or '.mp4'}")
 +            target = path if j == 0 else path.with_name(f"{path.stem}_{j}{path.suffix or '.MP4'}")
 """,
-        "why": "reached only for a path without a suffix, and such a path's first video is already refused by write_video (imageio cannot tell the format), so no second name is ever made from it.",
+        "why": NO_SUFFIX,
     },
     {
         "module": "sim/evaluate.py",
@@ -1095,7 +1105,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -        "env_steps_per_s": env_steps / wall if wall > 0 else float("nan"),
 +        "env_steps_per_s": env_steps / wall if wall > 0 else float(None),
 """,
-        "why": "the NaN branch runs only when wall <= 0, which never happens (perf_counter is monotonic, env steps lie between the reads).",
+        "why": NAN_BRANCH,
     },
     {
         "module": "sim/evaluate.py",
@@ -1103,7 +1113,7 @@ EQUIVALENTS: list[dict[str, str]] = [
 -        "env_steps_per_s": env_steps / wall if wall > 0 else float("nan"),
 +        "env_steps_per_s": env_steps / wall if wall > 0 else float("XXnanXX"),
 """,
-        "why": "the NaN branch runs only when wall <= 0, which never happens (perf_counter is monotonic, env steps lie between the reads).",
+        "why": NAN_BRANCH,
     },
     {
         "module": "sim/evaluate.py",
@@ -1111,6 +1121,6 @@ EQUIVALENTS: list[dict[str, str]] = [
 -        "env_steps_per_s": env_steps / wall if wall > 0 else float("nan"),
 +        "env_steps_per_s": env_steps / wall if wall > 0 else float("NAN"),
 """,
-        "why": "the NaN branch runs only when wall <= 0, which never happens (perf_counter is monotonic, env steps lie between the reads).",
+        "why": NAN_BRANCH,
     },
 ]
