@@ -806,6 +806,8 @@ def steering_throughput(rows: list[Row]) -> str:
 
 def warp_steering(rows: list[Row]) -> str:
     """DSRL-NA steered on MuJoCo Warp per num_envs and on CPU Meta-World, all scored in CPU Meta-World."""
+    from robosteer.scripts.steer import lift  # the lift and failures removed robosteer-steer reports
+
     warp = last_per(
         [r for r in rows if r.get("sim") == "warp"], lambda r: (r["task"], r["num_envs"], r["seed"])
     )
@@ -813,19 +815,18 @@ def warp_steering(rows: list[Row]) -> str:
         [r for r in rows if "sim" not in r and r["task"] == "push-v3" and r["env_steps"] >= 100_000],
         lambda r: (r["task"], r["seed"]),
     )  # the README's sim=metaworld runs (dsrl_actor_avg_100k.jsonl): num_envs=4
+
+    def line(r: Row, steered_on: str, envs: int, kept: str, unchanged: str) -> list[Any]:
+        gain = lift(r["base_success"], r["success_rate"])
+        return [r["task"], steered_on, envs, r["seed"], f"{r['base_success']:.2f}", kept,
+                f"**{r['success_rate']:.2f}**", f"{gain['lift']:+.2f}", f"{gain['failures_removed']:.0%}",
+                unchanged, f"{r['env_steps']:,}", f"{r['wall_s'] / 60:.0f}"]  # fmt: skip
+
     body = [
-        [r["task"], f"warp ({r['device']})", r["num_envs"], r["seed"], f"{r['base_success']:.2f}",
-         kept_checkpoints(r["unseen_history"]), f"**{r['success_rate']:.2f}**", f"{r['lift']:+.2f}",
-         f"{r['failures_removed']:.0%}", "yes" if r["base_unchanged"] else "**no**", f"{r['env_steps']:,}",
-         f"{r['wall_s'] / 60:.0f}"]
+        line(r, f"warp ({r['device']})", r["num_envs"], kept_checkpoints(r["unseen_history"]),
+             "yes" if r["base_unchanged"] else "**no**")
         for _, r in sorted(warp.items(), key=lambda kv: (kv[0][0], -kv[0][1], kv[0][2]))
-    ] + [
-        [r["task"], "metaworld", 4, r["seed"], f"{r['base_success']:.2f}", "—", f"**{r['success_rate']:.2f}**",
-         f"{r['success_rate'] - r['base_success']:+.2f}",
-         f"{(r['success_rate'] - r['base_success']) / (1 - r['base_success']):.0%}", "yes",
-         f"{r['env_steps']:,}", f"{r['wall_s'] / 60:.0f}"]
-        for _, r in sorted(cpu.items())
-    ]  # fmt: skip
+    ] + [line(r, "metaworld", 4, "—", "yes") for _, r in sorted(cpu.items())]  # fmt: skip
     columns = ["task", "steered on", "envs", "seed", "base", "kept actors (env steps: success)", "final actor",
                "lift", "failures removed", "base byte-identical", "env steps", "wall min"]  # fmt: skip
     return measured(list(warp.values())) + "\n\n" + table(columns, body)

@@ -41,9 +41,10 @@ def file_hashes(folder: Path) -> dict[str, str]:
 def steer_warp(args: Any, base: Path, demos: Path | None, num_envs: int, run: Path) -> None:
     """``robosteer-steer sim=warp`` to ``--env-steps`` (resumed where a checkpoint exists)."""
     resume = ["resume=true"] if (run / "checkpoints" / "latest").is_dir() else []
+    offline = [f"offline={demos}"] if demos else []  # --base: the run's own offline data (offline=auto)
     command = [
         str(args.warp_python), "-m", "robosteer.scripts.steer", f"base={base}", "which=ema", "variant=na",
-        *([f"offline={demos}"] if demos else []), "sim=warp", f"device={args.device}", f"num_envs={num_envs}", "eval_envs=50",
+        *offline, "sim=warp", f"device={args.device}", f"num_envs={num_envs}", "eval_envs=50",
         f"env_steps={args.env_steps}", f"seed={args.seed}", "eval_base=false", "run.progress=false",
         f"run.keep_every={args.keep_every}", "run.checkpoint_every=5000", f"out={run}", *resume, *args.overrides,
     ]  # fmt: skip
@@ -68,8 +69,8 @@ def measure(args: Any, num_envs: int, base: Path, demos: Path | None, base_succe
         "base_success": base_success,
         "success_rate": final, **lift(base_success, final), "episodes": args.episodes,
         "unseen_history": unseen_history(run, args.task, args.episodes), "history": metrics["history"],
-        "env_steps": metrics["env_steps"], "wall_s": metrics["wall_time_s"], "base_unchanged": file_hashes(base) == json.loads(hashes.read_text()),
-        "overrides": args.overrides,
+        "env_steps": metrics["env_steps"], "wall_s": metrics["wall_time_s"],
+        "base_unchanged": file_hashes(base) == json.loads(hashes.read_text()), "overrides": args.overrides,
     }  # fmt: skip
 
 

@@ -44,7 +44,6 @@ def test_steer_and_eval_run_on_isaac_lab(tmp_path: Path) -> None:
         *("progress=false", f"out={tmp_path / 'eval'}"),
     )
     assert scored["episodes"] == 6 and scored["steered"] is True
-    assert (
-        scored["lengths"] == [10] * 6
-    )  # the stand-in's episodes (no success: 10 steps each), not Meta-World's
+    # the stand-in's episodes (no success: 10 steps each), not Meta-World's
+    assert scored["lengths"] == [10] * 6
     assert all(r < 0 for r in scored["returns"])  # minus the distance to the origin, summed
