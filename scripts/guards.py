@@ -122,7 +122,17 @@ def check_steer_base(cfg: DictConfig) -> None:
 # The commands' sim= choices and Warp's ported tasks (sim/backends.py's COMMAND_SIMS and WARP_TASKS, named here
 # without importing the sim package, which imports torch; a test pins the copies).
 SIMS = ("metaworld", "warp", "isaaclab")
-WARP_TASKS = ("reach-v3", "push-v3", "pick-place-v3")
+WARP_TASKS = (
+    "reach-v3",
+    "push-v3",
+    "pick-place-v3",
+    "door-open-v3",
+    "drawer-open-v3",
+    "drawer-close-v3",
+    "button-press-topdown-v3",
+    "window-open-v3",
+    "window-close-v3",
+)
 SIM_PACKAGES = {"warp": "mujoco_warp", "isaaclab": "isaaclab"}
 SIM_HOMES = {  # where a simulator's packages live, said when this environment lacks them
     "warp": ".venv-gpu (`make gpu-env`: MuJoCo Warp needs mujoco 4.0, Meta-World pins 3.3.0 here)",

@@ -1,7 +1,7 @@
 """Which simulator steps the env: the one ``sim=`` choice of ``make_env`` and the commands.
 
 - ``metaworld``: Meta-World v3 on CPU MuJoCo (mujoco==3.3.0), every task, state and pixels (the default).
-- ``warp``: the MuJoCo Warp ports in ``sim/gpu`` (reach, push, pick-place; state only), thousands of worlds
+- ``warp``: the MuJoCo Warp ports in ``sim/gpu`` (``WARP_TASKS``; state only), thousands of worlds
   stepped together on ``device`` (``cuda``, or warp's CPU device). MuJoCo Warp needs mujoco 4.0 while
   Meta-World pins 3.3.0, so it lives in its own environment, ``.venv-gpu`` (``make gpu-env``).
 - ``isaaclab``: an Isaac Lab task id through ``sim/isaac`` (needs Isaac Lab and an NVIDIA GPU).
@@ -24,6 +24,12 @@ WARP_TASKS = {  # Meta-World task -> its MuJoCo Warp port (sim/gpu)
     "reach-v3": "WarpReachEnv",
     "push-v3": "WarpPushEnv",
     "pick-place-v3": "WarpPickPlaceEnv",
+    "door-open-v3": "WarpDoorOpenEnv",
+    "drawer-open-v3": "WarpDrawerOpenEnv",
+    "drawer-close-v3": "WarpDrawerCloseEnv",
+    "button-press-topdown-v3": "WarpButtonPressTopdownEnv",
+    "window-open-v3": "WarpWindowOpenEnv",
+    "window-close-v3": "WarpWindowCloseEnv",
 }
 WARP_DEVICES = ("cpu", "cuda")
 

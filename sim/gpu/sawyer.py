@@ -110,6 +110,18 @@ def quat_xyzw_from_matrix(mat: torch.Tensor) -> torch.Tensor:
     return out / out.norm(dim=-1, keepdim=True)
 
 
+def _tolerance(
+    x: torch.Tensor, upper: float, margin: torch.Tensor, lower: float, sigmoid: Any
+) -> torch.Tensor:
+    """``reward_utils.tolerance`` with ``sigmoid`` a function of the scaled distance ``d`` (1 at ``margin``)."""
+    margin = torch.as_tensor(margin, dtype=x.dtype, device=x.device)
+    d = torch.where(x < lower, lower - x, x - upper) / torch.where(
+        margin > 0, margin, torch.ones_like(margin)
+    )
+    outside = torch.where(margin > 0, sigmoid(d), torch.zeros_like(d))
+    return torch.where((x >= lower) & (x <= upper), torch.ones_like(x), outside)
+
+
 def long_tail_tolerance(
     x: torch.Tensor,
     upper: float,
@@ -123,12 +135,19 @@ def long_tail_tolerance(
     ``margin`` (0 outside where ``margin == 0``), ``scale`` such that ``d == 1`` gives ``value_at_margin``.
     """
     scale = (1.0 / value_at_margin - 1.0) ** 0.5
-    margin = torch.as_tensor(margin, dtype=x.dtype, device=x.device)
-    d = torch.where(x < lower, lower - x, x - upper) / torch.where(
-        margin > 0, margin, torch.ones_like(margin)
-    )
-    outside = torch.where(margin > 0, 1.0 / ((d * scale) ** 2 + 1.0), torch.zeros_like(d))
-    return torch.where((x >= lower) & (x <= upper), torch.ones_like(x), outside)
+    return _tolerance(x, upper, margin, lower, lambda d: 1.0 / ((d * scale) ** 2 + 1.0))
+
+
+def gaussian_tolerance(
+    x: torch.Tensor,
+    upper: float,
+    margin: torch.Tensor,
+    lower: float = 0.0,
+    value_at_margin: float = 0.1,
+) -> torch.Tensor:
+    """``reward_utils.tolerance(..., sigmoid="gaussian")``: ``exp(-(d * scale)**2 / 2)`` outside the bounds."""
+    scale = (-2.0 * np.log(value_at_margin)) ** 0.5
+    return _tolerance(x, upper, margin, lower, lambda d: torch.exp(-0.5 * (d * scale) ** 2))
 
 
 def hamacher_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -179,6 +198,13 @@ def sample_obj_goal(
     return vec.to(torch.float32)
 
 
+def sample_box(seeds: torch.Tensor, low: tuple[float, ...], high: tuple[float, ...]) -> torch.Tensor:
+    """(n,) seeds -> (n, len(low)) float32 uniform in [low, high]: Meta-World's ``_get_state_rand_vec``."""
+    lo = torch.tensor(low, dtype=torch.float64, device=seeds.device)
+    hi = torch.tensor(high, dtype=torch.float64, device=seeds.device)
+    return (lo + (hi - lo) * hashed_uniform(seeds, 0, len(low))).to(torch.float32)
+
+
 def next_seed(seeds: torch.Tensor) -> torch.Tensor:
     """The next episode seed of each world's stream: (B,) int64 in [0, 2**32)."""
     return _splitmix64(seeds ^ np.int64(0x5DEECE66D)) & 0xFFFFFFFF
@@ -202,6 +228,11 @@ class WarpSawyerEnv(TorchBatchedEnv):
     OBJ_GEOM = "objGeom"
     OBJ_QPOS = slice(9, 12)  # _set_obj_xyz writes qpos[9:12] and zeroes qvel[9:15]
     OBJ_QVEL = slice(9, 15)
+    # Articulated tasks (door, drawer, window, button): Meta-World moves this body per episode
+    # (``model.body(ROOT_BODY).pos = rand_vec``), so its model position is kept per world, and the object's
+    # joint (OBJ_QPOS) starts at JOINT_INIT. None: a free object placed through qpos[OBJ_QPOS].
+    ROOT_BODY: str | None = None
+    JOINT_INIT = 0.0
     DEFAULT_MAX_STEPS = 200
 
     def __init__(
@@ -253,8 +284,9 @@ class WarpSawyerEnv(TorchBatchedEnv):
         self.frame_skip = FRAME_SKIP
         settled = self._settled_hand_state()
         B, dev = num_worlds, self.device
+        per_world = {"body_pos": B} if self.ROOT_BODY else None
         with wp.ScopedDevice(self.wp_device):
-            self._m = mjw.put_model(self.model)
+            self._m = mjw.put_model(self.model, batch_sizes=per_world)
             self._d = mjw.put_data(self.model, settled, nworld=B, njmax=NJMAX)
         # Zero-copy torch views of the warp state: writing them writes the simulation.
         t = {k: wp.to_torch(getattr(self._d, k)) for k in ("qpos", "qvel", "qacc_warmstart", "ctrl", "time")}
@@ -270,6 +302,11 @@ class WarpSawyerEnv(TorchBatchedEnv):
         self._xpos = wp.to_torch(self._d.xpos)  # (B, nbody, 3)
         self._site_xpos = wp.to_torch(self._d.site_xpos)  # (B, nsite, 3)
         self._geom_xmat = wp.to_torch(self._d.geom_xmat)  # (B, ngeom, 3, 3)
+        self._geom_xpos = wp.to_torch(self._d.geom_xpos)  # (B, ngeom, 3)
+        self._xquat = wp.to_torch(self._d.xquat)  # (B, nbody, 4) wxyz
+        self._body_pos = wp.to_torch(
+            self._m.body_pos
+        )  # (B or 1, nbody, 3): the model's, per world if ROOT_BODY
         # The settled reset state every episode starts from (before its object is placed).
         f32 = dict(dtype=torch.float32, device=dev)
         self._init = {
@@ -288,6 +325,11 @@ class WarpSawyerEnv(TorchBatchedEnv):
         )
         self._obj = name(mujoco.mjtObj.mjOBJ_BODY, self.OBJ_BODY)
         self._obj_geom = name(mujoco.mjtObj.mjOBJ_GEOM, self.OBJ_GEOM)
+        self._root = name(mujoco.mjtObj.mjOBJ_BODY, self.ROOT_BODY) if self.ROOT_BODY else -1
+        self._static_geoms = self._static_geoms_under_root()  # (k,) long
+        self._static_geom_xpos0 = torch.tensor(settled.geom_xpos[self._static_geoms.numpy()], **f32)  # (k, 3)
+        self._static_geoms = self._static_geoms.to(dev)
+        self._root_pos0 = torch.tensor(self.model.body_pos[max(self._root, 0)], **f32)  # (3,)
         self._pads = (
             name(mujoco.mjtObj.mjOBJ_SITE, "rightEndEffector"),
             name(mujoco.mjtObj.mjOBJ_SITE, "leftEndEffector"),
@@ -334,6 +376,58 @@ class WarpSawyerEnv(TorchBatchedEnv):
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """(B, 39) clipped obs, (B, 4) action -> dense reward (B,), success (B,) bool, Meta-World's info terms."""
         raise NotImplementedError(f"{type(self).__name__} must define its reward and success")
+
+    def _object_pos(self) -> torch.Tensor:
+        """(B, 3) the observation's object position (Meta-World's ``_get_pos_objects``)."""
+        return self._xpos[:, self._obj]
+
+    def _object_quat(self) -> torch.Tensor:
+        """(B, 4) the observation's object quaternion (``_get_quat_objects``: scipy xyzw of the geom here)."""
+        return quat_xyzw_from_matrix(self._geom_xmat[:, self._obj_geom])
+
+    def _start_episodes(self, mask: torch.Tensor) -> None:
+        """Per-episode quantities that need the placed scene's kinematics (worlds ``mask`` (B,)); none here."""
+
+    def site_pos(self, name: str) -> torch.Tensor:
+        """(B, 3) world position of site ``name`` (Meta-World's ``_get_site_pos``)."""
+        i = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SITE, name)
+        if i < 0:
+            raise ValueError(f"site {name!r} is not in {self.XML}: expected one of the model's site names")
+        return self._site_xpos[:, i]
+
+    # ----------------------------------------------------------------- per-world placement
+    def _static_geoms_under_root(self) -> torch.Tensor:
+        """Geoms of ROOT_BODY's subtree that are welded to the world: (k,) long (empty without ROOT_BODY).
+
+        MuJoCo Warp computes a static geom's world pose once, when the data is made, and never again, so
+        moving ROOT_BODY per world would leave its static geoms (the drawer's case, the window's frame, the
+        button's box) where the model put them while their jointed children move: the drawer then collides
+        with a case that is not there (measured: 2 cm penetrations at the first step). ``_place_root`` moves them.
+        """
+        m = self.model
+        if self._root < 0:
+            return torch.zeros(0, dtype=torch.long)
+        if m.body_parentid[self._root] != 0:
+            raise ValueError(f"{self.ROOT_BODY!r} must be a child of the world body to be placed per world")
+
+        def under_root(body: int) -> bool:
+            while body > 0 and body != self._root:
+                body = int(m.body_parentid[body])
+            return body == self._root
+
+        static = [
+            g
+            for g in range(m.ngeom)
+            if m.body_weldid[m.geom_bodyid[g]] == 0 and under_root(int(m.geom_bodyid[g]))
+        ]
+        return torch.tensor(static, dtype=torch.long)
+
+    def _place_root(self, idx: torch.Tensor, pos: torch.Tensor) -> None:
+        """Put ROOT_BODY of worlds ``idx`` (n,) at ``pos`` (n, 3), its static geoms with it (a translation:
+        the root's parent is the world and its orientation does not change)."""
+        self._body_pos[idx, self._root] = pos
+        shift = (pos - self._root_pos0)[:, None]  # (n, 1, 3)
+        self._geom_xpos[idx[:, None], self._static_geoms[None]] = self._static_geom_xpos0 + shift
 
     # ----------------------------------------------------------------- physics
     def _settled_hand_state(self) -> mujoco.MjData:
@@ -412,8 +506,8 @@ class WarpSawyerEnv(TorchBatchedEnv):
         hand = self._xpos[:, self._hand]  # (B, 3)
         gap = (self._xpos[:, self._claws[0]] - self._xpos[:, self._claws[1]]).norm(dim=-1)  # (B,)
         gripper = (gap / 0.1).clamp(0.0, 1.0)[:, None]  # (B, 1)
-        obj = self._xpos[:, self._obj]  # (B, 3)
-        quat = quat_xyzw_from_matrix(self._geom_xmat[:, self._obj_geom])  # (B, 4)
+        obj = self._object_pos()  # (B, 3)
+        quat = self._object_quat()  # (B, 4)
         pad = torch.zeros(hand.shape[0], OBJ_OBS_LEN - 7, dtype=hand.dtype, device=hand.device)
         return torch.cat([hand, gripper, obj, quat, pad], dim=-1)
 
@@ -425,7 +519,11 @@ class WarpSawyerEnv(TorchBatchedEnv):
             return
         obj, goal = self._sample_initial(seeds[idx])  # (n, 3), (n, 3)
         qpos = self._init["qpos"].expand(idx.numel(), -1).clone()  # (n, nq)
-        qpos[:, self.OBJ_QPOS] = obj
+        if self.ROOT_BODY:
+            self._place_root(idx, obj)
+            qpos[:, self.OBJ_QPOS] = self.JOINT_INIT
+        else:
+            qpos[:, self.OBJ_QPOS] = obj
         qvel = self._init["qvel"].expand(idx.numel(), -1).clone()  # (n, nv)
         qvel[:, self.OBJ_QVEL] = 0.0
         self._qpos[idx] = qpos
@@ -448,13 +546,18 @@ class WarpSawyerEnv(TorchBatchedEnv):
         goal: torch.Tensor,
         qacc_warmstart: torch.Tensor | None = None,
         ctrl: torch.Tensor | None = None,
+        root_pos: torch.Tensor | None = None,
     ) -> dict[str, Any]:
         """Start every world's episode from a given state (e.g. one recorded from CPU Meta-World).
 
-        Shapes: qpos (B, nq), qvel (B, nv), mocap_pos (B, 3), goal (B, 3), qacc_warmstart (B, nv), ctrl (B, nu).
+        Shapes: qpos (B, nq), qvel (B, nv), mocap_pos (B, 3), goal (B, 3), qacc_warmstart (B, nv), ctrl (B, nu),
+        root_pos (B, 3) the position of ``ROOT_BODY`` (articulated tasks only, where it is required).
         Returns the reset observation, as ``reset`` does.
         """
         B, m = self.num_worlds, self.model
+        if (root_pos is None) != (self.ROOT_BODY is None):
+            need = f"the (B, 3) position of body {self.ROOT_BODY!r}" if self.ROOT_BODY else "None"
+            raise ValueError(f"set_state root_pos={'None' if root_pos is None else 'given'}: expected {need}")
         for key, value, shape in (
             ("qpos", qpos, (B, m.nq)),
             ("qvel", qvel, (B, m.nv)),
@@ -472,7 +575,11 @@ class WarpSawyerEnv(TorchBatchedEnv):
         self._ctrl[:] = self._init["ctrl"] if ctrl is None else f(ctrl)
         self._time[:] = 0.0
         self.goal[:] = f(goal)
-        self.obj_init_pos[:] = self._qpos[:, self.OBJ_QPOS]
+        if root_pos is not None:
+            self._place_root(torch.arange(B, device=self.device), f(root_pos))
+            self.obj_init_pos[:] = f(root_pos)
+        else:
+            self.obj_init_pos[:] = self._qpos[:, self.OBJ_QPOS]
         self._steps.zero_()
         self._clear_queue()
         return self._begin(self._reset_obs(torch.ones(B, dtype=torch.bool, device=self.device)))
@@ -480,6 +587,7 @@ class WarpSawyerEnv(TorchBatchedEnv):
     def _reset_obs(self, mask: torch.Tensor) -> torch.Tensor:
         """Kinematics, then the reset observation [frame, frame, goal] (B, 39) for worlds ``mask`` (B,)."""
         self._kinematics()
+        self._start_episodes(mask)
         frame = self._current_frame()  # (B, 18)
         self._prev = torch.where(mask[:, None], frame, self._prev)
         return torch.cat([frame, self._prev, self.goal], dim=-1)  # (B, 39)
