@@ -804,6 +804,25 @@ def steering_throughput(rows: list[Row]) -> str:
     return measured(list(cells.values())) + "\n\n" + table(columns, body)
 
 
+def warp_experts(rows: list[Row]) -> str:
+    """Meta-World's scripted experts on each MuJoCo Warp port and on CPU Meta-World (success, Wilson 95%)."""
+    last = last_per(rows, lambda r: (r["task"], r["episodes"], r["warp_device"]))
+    order = list(dict.fromkeys(r["task"] for r in rows))  # the benchmark's order (sim.backends.WARP_TASKS)
+
+    def ci(c: list[float]) -> str:
+        return f"[{c[0]:.2f}, {c[1]:.2f}]"
+
+    body = [
+        [r["task"], r["episodes"], f"{r['warp_success']:.2f} {ci(r['warp_ci95'])}",
+         f"{r['metaworld_success']:.2f} {ci(r['metaworld_ci95'])}", f"{r['gap_points']:+.0f}",
+         f"{r['warp_mean_episode_length']:.0f} / {r['metaworld_mean_episode_length']:.0f}"]
+        for _, r in sorted(last.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1]))
+    ]  # fmt: skip
+    columns = ["task", "episodes", "sim=warp (95% CI)", "sim=metaworld (95% CI)", "gap (points)",
+               "mean episode length, warp / metaworld"]  # fmt: skip
+    return measured(list(last.values())) + "\n\n" + table(columns, body)
+
+
 def warp_steering(rows: list[Row]) -> str:
     """DSRL-NA steered on MuJoCo Warp per num_envs and on CPU Meta-World, all scored in CPU Meta-World."""
     from robosteer.scripts.steer import lift  # the lift and failures removed robosteer-steer reports
@@ -1476,6 +1495,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "inference_latency": inference_latency,
     "metaworld_mujoco4": metaworld_mujoco4,
     "steering_throughput": steering_throughput,
+    "warp_experts": warp_experts,
     "warp_steering": warp_steering,
     "lerobot_compare": lerobot_compare,
     "server_latency": server_latency,
