@@ -132,6 +132,7 @@ WARP_TASKS = (
     "button-press-topdown-v3",
     "window-open-v3",
     "window-close-v3",
+    "peg-insert-side-v3",
 )
 SIM_PACKAGES = {"warp": "mujoco_warp", "isaaclab": "isaaclab"}
 SIM_HOMES = {  # where a simulator's packages live, said when this environment lacks them

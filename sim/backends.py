@@ -30,6 +30,7 @@ WARP_TASKS = {  # Meta-World task -> its MuJoCo Warp port (sim/gpu)
     "button-press-topdown-v3": "WarpButtonPressTopdownEnv",
     "window-open-v3": "WarpWindowOpenEnv",
     "window-close-v3": "WarpWindowCloseEnv",
+    "peg-insert-side-v3": "WarpPegInsertSideEnv",
 }
 WARP_DEVICES = ("cpu", "cuda")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from robosteer.sim.gpu.reach import MIN_OBJ_GOAL_XY, OBJ_HIGH, OBJ_LOW
-from robosteer.sim.gpu.sawyer import WarpSawyerEnv, hamacher_product, long_tail_tolerance, sample_obj_goal
+from robosteer.sim.gpu.sawyer import WarpSawyerEnv, long_tail_tolerance, sample_obj_goal
 
 TARGET_RADIUS = 0.05
 
@@ -36,14 +36,6 @@ class WarpPushEnv(WarpSawyerEnv):
         z = self.settled_obj_pos[2].expand(vec.shape[0], 1)  # (n, 1)
         return torch.cat([vec[:, :2], z], -1), torch.cat([vec[:, 3:5], z], -1)
 
-    def _caging(self, action: torch.Tensor, obj: torch.Tensor) -> torch.Tensor:
-        """Meta-World's ``_gripper_caging_reward`` (obj_radius 0.015, pad 0.05, xz 0.005, high density): (B,)."""
-        pad_y = torch.stack([self.body_pos("leftpad")[:, 1], self.body_pos("rightpad")[:, 1]], -1)  # (B, 2)
-        pad_to_obj = (pad_y - obj[:, 1:2]).abs()  # (B, 2)
-        margin = ((pad_y - self.obj_init_pos[:, 1:2]).abs() - 0.05).abs()  # (B, 2)
-        lr = long_tail_tolerance(pad_to_obj, 0.05, margin, lower=0.015)  # (B, 2)
-        return self._caging_with_grip(hamacher_product(lr[:, 0], lr[:, 1]), action, obj)
-
     def _evaluate(
         self, obs: torch.Tensor, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
@@ -54,7 +46,7 @@ class WarpPushEnv(WarpSawyerEnv):
         in_place = long_tail_tolerance(
             target_to_obj, TARGET_RADIUS, (self.obj_init_pos - self.goal).norm(dim=-1)
         )
-        grasped = self._caging(action, obj)
+        grasped = self._gripper_caging(action, obj, obj_radius=0.015, pad_success_thresh=0.05)
         reward = 2 * grasped
         near = (tcp_to_obj < 0.02) & (tcp_opened > 0)
         reward = torch.where(near, 1.0 + 2 * reward + 5.0 * in_place, reward)

@@ -301,6 +301,7 @@ class WarpSawyerEnv(TorchBatchedEnv):
         self._mocap_quat = wp.to_torch(self._d.mocap_quat)  # (B, 1, 4)
         self._xpos = wp.to_torch(self._d.xpos)  # (B, nbody, 3)
         self._site_xpos = wp.to_torch(self._d.site_xpos)  # (B, nsite, 3)
+        self._site_xmat = wp.to_torch(self._d.site_xmat)  # (B, nsite, 3, 3)
         self._geom_xmat = wp.to_torch(self._d.geom_xmat)  # (B, ngeom, 3, 3)
         self._geom_xpos = wp.to_torch(self._d.geom_xpos)  # (B, ngeom, 3)
         self._xquat = wp.to_torch(self._d.xquat)  # (B, nbody, 4) wxyz
@@ -422,6 +423,15 @@ class WarpSawyerEnv(TorchBatchedEnv):
         ]
         return torch.tensor(static, dtype=torch.long)
 
+    def _place(self, idx: torch.Tensor, obj: torch.Tensor, goal: torch.Tensor, qpos: torch.Tensor) -> None:
+        """Place worlds ``idx`` (n,)'s scene from ``_sample_initial``'s ``obj`` (n, 3): a free object through
+        ``qpos`` (n, nq), or ROOT_BODY at ``obj`` with the object's joint at JOINT_INIT."""
+        if self.ROOT_BODY:
+            self._place_root(idx, obj)
+            qpos[:, self.OBJ_QPOS] = self.JOINT_INIT
+        else:
+            qpos[:, self.OBJ_QPOS] = obj
+
     def _place_root(self, idx: torch.Tensor, pos: torch.Tensor) -> None:
         """Put ROOT_BODY of worlds ``idx`` (n,) at ``pos`` (n, 3), its static geoms with it (a translation:
         the root's parent is the world and its orientation does not change)."""
@@ -486,6 +496,20 @@ class WarpSawyerEnv(TorchBatchedEnv):
         """(B, 3) midpoint of the two finger pads (Meta-World's ``tcp_center``)."""
         return 0.5 * (self._site_xpos[:, self._pads[0]] + self._site_xpos[:, self._pads[1]])
 
+    def _gripper_caging(
+        self, action: torch.Tensor, obj: torch.Tensor, obj_radius: float, pad_success_thresh: float
+    ) -> torch.Tensor:
+        """Meta-World's ``SawyerXYZEnv._gripper_caging_reward`` (xz_thresh 0.005, high density): (B,) in [0, 1].
+
+        y caging of each finger pad: ``tolerance(|pad_y - obj_y|, (obj_radius, pad_success_thresh), long_tail)``
+        with margin ``| |pad_y - obj_init_y| - pad_success_thresh |``; then ``_caging_with_grip``.
+        """
+        pad_y = torch.stack([self.body_pos("leftpad")[:, 1], self.body_pos("rightpad")[:, 1]], -1)  # (B, 2)
+        pad_to_obj = (pad_y - obj[:, 1:2]).abs()  # (B, 2)
+        margin = ((pad_y - self.obj_init_pos[:, 1:2]).abs() - pad_success_thresh).abs()  # (B, 2)
+        lr = long_tail_tolerance(pad_to_obj, pad_success_thresh, margin, lower=obj_radius)  # (B, 2)
+        return self._caging_with_grip(hamacher_product(lr[:, 0], lr[:, 1]), action, obj)
+
     def _caging_with_grip(
         self, caging_y: torch.Tensor, action: torch.Tensor, obj: torch.Tensor
     ) -> torch.Tensor:
@@ -519,11 +543,7 @@ class WarpSawyerEnv(TorchBatchedEnv):
             return
         obj, goal = self._sample_initial(seeds[idx])  # (n, 3), (n, 3)
         qpos = self._init["qpos"].expand(idx.numel(), -1).clone()  # (n, nq)
-        if self.ROOT_BODY:
-            self._place_root(idx, obj)
-            qpos[:, self.OBJ_QPOS] = self.JOINT_INIT
-        else:
-            qpos[:, self.OBJ_QPOS] = obj
+        self._place(idx, obj, goal, qpos)
         qvel = self._init["qvel"].expand(idx.numel(), -1).clone()  # (n, nv)
         qvel[:, self.OBJ_QVEL] = 0.0
         self._qpos[idx] = qpos
@@ -577,9 +597,8 @@ class WarpSawyerEnv(TorchBatchedEnv):
         self.goal[:] = f(goal)
         if root_pos is not None:
             self._place_root(torch.arange(B, device=self.device), f(root_pos))
-            self.obj_init_pos[:] = f(root_pos)
-        else:
-            self.obj_init_pos[:] = self._qpos[:, self.OBJ_QPOS]
+        free_object = self.OBJ_QPOS.stop - self.OBJ_QPOS.start == 3  # else a joint of ROOT_BODY's object
+        self.obj_init_pos[:] = self._qpos[:, self.OBJ_QPOS] if free_object else f(root_pos)
         self._steps.zero_()
         self._clear_queue()
         return self._begin(self._reset_obs(torch.ones(B, dtype=torch.bool, device=self.device)))

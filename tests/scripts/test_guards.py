@@ -220,7 +220,7 @@ def test_the_guards_copies_of_scratch_and_served_agree_with_the_loaders() -> Non
         ("eval", ["sim=warp", "task=hammer-v3"], "task=hammer-v3 is not ported to sim=warp"),
         (
             "steer",
-            ["sim=warp", "task=peg-insert-side-v3"],
+            ["sim=warp", "task=hammer-v3"],
             "expected one of ['reach-v3', 'push-v3', 'pick-place-v3', 'door-open-v3'",
         ),
         (

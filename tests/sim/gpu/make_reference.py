@@ -34,13 +34,21 @@ ROOT_BODIES = {  # articulated task -> the body Meta-World moves per episode
     "button-press-topdown-v3": "box",
     "window-open-v3": "window",
     "window-close-v3": "window",
+    "peg-insert-side-v3": "box",
 }
 TASKS = ("reach-v3", "push-v3", "pick-place-v3", *ROOT_BODIES)
 SEEDS = (0, 1, 2, 3, 4, 5)  # episode seeds (MetaWorldEnv semantics: env.seed(s); env.reset())
 EXPERT = 4  # episodes 0..EXPERT-1 follow the scripted expert
 STEPS = 100  # control steps per episode (the experts' longest successes: reach 86, push 74, pick-place 62)
 LONG_STEPS = 150  # the articulated tasks' (door-open's expert takes up to 126 steps)
-INIT_ATTRS = ("init_tcp", "obj_init_pos", "window_handle_pos_init", "_obj_to_target_init")  # where present
+STEPS_OF = {"peg-insert-side-v3": 320}  # its expert takes up to 305 steps
+INIT_ATTRS = (
+    "init_tcp",
+    "obj_init_pos",
+    "window_handle_pos_init",
+    "_obj_to_target_init",
+    "peg_head_pos_init",
+)  # where present
 DATA = Path(__file__).parent / "data"
 
 
@@ -66,7 +74,7 @@ def record(
     task: str, seeds: tuple[int, ...] = SEEDS, steps: int | None = None, expert: int = EXPERT
 ) -> dict[str, np.ndarray]:
     """Roll out CPU Meta-World ``task`` from each seed; arrays have a leading (E,) episode axis."""
-    steps = steps or (LONG_STEPS if task in ROOT_BODIES else STEPS)
+    steps = steps or STEPS_OF.get(task, LONG_STEPS if task in ROOT_BODIES else STEPS)
     env = make_metaworld_env(task)
     policy = expert_policy_class(task)()
     rng = np.random.default_rng(12345)

@@ -1,16 +1,18 @@
-"""Parity of the articulated MuJoCo Warp ports (door, drawer, window, button) with CPU MuJoCo and Meta-World.
+"""Parity of the MuJoCo Warp ports that place a model body per episode (door, drawers, windows, button, the
+peg's box) with CPU MuJoCo and Meta-World.
 
 Runs under ``make gpu-test`` (``.venv-gpu``); skipped in the main environment. References:
 ``data/<task>_reference.npz`` from ``make_reference.py`` (CPU Meta-World, mujoco 3.3.0; 6 episodes x 150
-steps, 4 scripted-expert episodes and 2 of uniform random actions; the body Meta-World moved, the fresh reset
+steps (peg-insert-side 320), 4 scripted-expert episodes and 2 of uniform random actions; the body Meta-World moved, the fresh reset
 frame and the reward's per-episode quantities recorded with them). Each reference's initial states and actions
 are replayed on Warp and, in the same test, on CPU MuJoCo 4.0 (the version Warp ports), so the physics of the
 port is compared with the physics of its own version:
 
 - Warp vs CPU MuJoCo 4.0, same states and actions (``TOLERANCE``, measured worst case in brackets): drawer-open,
   window-open and window-close meet the issue's bar (hand 2 mm, joint 5 mm); drawer-close's random episode
-  pushes the hand 2.9 mm apart; button-press-topdown (hand 5.6 mm, joint 2.6 mm) and door-open (hand 13.5 mm,
-  hinge 0.028 rad, over 150 steps of pulling) do not: Warp's contacts differ from CPU MuJoCo's there.
+  pushes the hand 2.9 mm apart; button-press-topdown (hand 5.6 mm, joint 2.6 mm), door-open (hand 13.5 mm,
+  hinge 0.028 rad, over 150 steps of pulling) and peg-insert-side (hand 9.2 mm, peg 9.4 mm through grasp and
+  insertion) do not: Warp's contacts differ from CPU MuJoCo's there.
 - Warp vs Meta-World (mujoco 3.3.0): the hand drifts apart by up to 2 cm in the expert episodes, and CPU MuJoCo
   4.0 drifts the same (checked: the two agree to 0.1 mm over the first 14 steps of button-press-topdown, both
   1.6 mm off the reference); success: every expert episode succeeds on both, the first success within 2 steps
@@ -40,6 +42,7 @@ ENVS = {
     "button-press-topdown-v3": gpu.WarpButtonPressTopdownEnv,
     "window-open-v3": gpu.WarpWindowOpenEnv,
     "window-close-v3": gpu.WarpWindowCloseEnv,
+    "peg-insert-side-v3": gpu.WarpPegInsertSideEnv,
 }
 # Warp vs CPU MuJoCo 4.0: (hand m, object joint m or rad), measured worst case in the comments.
 TOLERANCE = {
@@ -49,6 +52,7 @@ TOLERANCE = {
     "button-press-topdown-v3": (8e-3, 5e-3),  # [0.0056, 0.0026]
     "window-open-v3": (2e-3, 5e-3),  # [6e-4, 2e-4]
     "window-close-v3": (2e-3, 5e-3),  # [4e-4, 1.7e-3]
+    "peg-insert-side-v3": (0.015, 0.015),  # [0.0092, 0.0094: the peg's x through grasp and insertion]
 }
 
 
@@ -173,6 +177,9 @@ def test_reward_from_the_same_states(task: str) -> None:
     env.init_tcp = t("meta_init_tcp")[0]
     if "meta_window_handle_pos_init" in ref:
         env.handle_init[:] = t("meta_window_handle_pos_init")
+    if "meta_peg_head_pos_init" in ref:  # the default peg's head, settled 0.1 mm apart under the two versions
+        np.testing.assert_allclose(env.peg_head_init.numpy(), ref["meta_peg_head_pos_init"], atol=2e-4)
+        env.peg_head_init = t("meta_peg_head_pos_init")
     if "meta_obj_to_target_init" in ref:
         env.obj_to_target_init[:] = t("meta_obj_to_target_init")
     if task == "drawer-close-v3":
