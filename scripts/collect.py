@@ -2,6 +2,10 @@
 
 Every episode k is driven by its own seed, ``episode_seed(seed, k)``, which fixes both the initial state
 and the quality-knob noise, so any dataset (or any single episode of it) can be regenerated bit for bit.
+``num_envs`` episodes run at once (``sim=warp``: that many MuJoCo Warp worlds). On Meta-World an episode is
+the same bit for bit whatever ``num_envs``; on Warp a run regenerates bit for bit at the same ``num_envs``, and at
+another the episodes agree to float rounding (Warp's worlds are not bit-identical by index). The dataset
+records its simulator (``env_args.env_kwargs.suite``).
 """
 
 from __future__ import annotations
@@ -23,61 +27,91 @@ from robosteer.sim import episode_seed
 KEEP_CHOICES = ("success", "all")
 
 
-def _final_obs(info: dict[str, Any], next_obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The last observation of a finished episode of env 0 (the env has already auto-reset)."""
+def _final_obs(info: dict[str, Any], next_obs: dict[str, np.ndarray], i: int = 0) -> dict[str, np.ndarray]:
+    """The last observation of env ``i``'s finished episode (the env has already auto-reset)."""
     final = info.get("final_obs")
     if final is None:
-        return {k: v[0] for k, v in next_obs.items()}
+        return {k: v[i] for k, v in next_obs.items()}
     if isinstance(final, dict):
-        return {k: np.asarray(v[0]) for k, v in final.items()}
-    return {k: np.asarray(v) for k, v in final[0].items()}
+        return {k: np.asarray(v[i]) for k, v in final.items()}
+    return {k: np.asarray(v) for k, v in final[i].items()}
+
+
+class _Knobs:
+    """One episode's quality knobs, drawn from its own seed exactly as a lone episode draws them."""
+
+    def __init__(self, seed: int, cfg: DictConfig) -> None:
+        self.rng, self.cfg, self.random_left = np.random.default_rng(seed), cfg, 0
+
+    def __call__(self, action: np.ndarray) -> np.ndarray:
+        cfg, rng = self.cfg, self.rng
+        action = action.astype(np.float64)  # (A,)
+        if cfg.random_segment_prob > 0 and self.random_left == 0 and rng.random() < cfg.random_segment_prob:
+            self.random_left = int(cfg.random_segment_len)
+        if self.random_left > 0:
+            action = rng.uniform(-1.0, 1.0, size=action.shape)
+            self.random_left -= 1
+        if cfg.action_noise_std > 0:
+            action = action + rng.normal(0.0, float(cfg.action_noise_std), size=action.shape)
+        return np.clip(action, -1.0, 1.0).astype(np.float32)
+
+
+def collect_episodes(env: Any, expert: Any, seeds: list[int], cfg: DictConfig) -> list[dict[str, Any]]:
+    """One expert episode per env from ``seeds`` (B,), run together (sim=warp: B worlds); an env whose episode
+    ended idles in its next, discarded one until the last ends. Returns their arrays and attrs, in seed order;
+    on Meta-World each episode is the same whatever B."""
+    knobs = [_Knobs(seed, cfg) for seed in seeds]
+    obs = env.reset(seed=list(seeds))
+    expert.reset()
+    keys, B = list(obs), len(seeds)
+    steps: list[dict[str, list]] = [
+        {k: [] for k in ("obs", "next_obs", "actions", "rewards", "dones", "states")} for _ in range(B)
+    ]
+    running, episodes = list(range(B)), [dict(success=False, truncated=False) for _ in range(B)]
+    for _ in range(env.max_episode_steps):
+        actions = expert.act(obs)  # (B, A)
+        for i in running:
+            actions[i] = knobs[i](actions[i])
+        states = env.get_sim_states()  # (B, S)
+        next_obs, reward, terminated, trunc, info = env.step(actions)
+        for i in list(running):
+            done = bool(terminated[i] or trunc[i])
+            rec = steps[i]
+            rec["states"].append(states[i])
+            rec["obs"].append({k: obs[k][i] for k in keys})
+            rec["next_obs"].append(
+                _final_obs(info, next_obs, i) if done else {k: v[i] for k, v in next_obs.items()}
+            )
+            rec["actions"].append(actions[i].copy())
+            rec["rewards"].append(float(reward[i]))
+            rec["dones"].append(bool(terminated[i]))
+            episodes[i]["success"] = episodes[i]["success"] or bool(info["success"][i])
+            if done:
+                episodes[i]["truncated"] = bool(trunc[i]) and not bool(terminated[i])
+                episodes[i].update({k: float(v[i]) for k, v in info.items() if k.startswith("dr_")})
+                running.remove(i)
+        obs = next_obs
+        if not running:
+            break
+    return [_episode_arrays(rec, keys, {"seed": seed, **ep}) for rec, seed, ep in zip(steps, seeds, episodes)]
+
+
+def _episode_arrays(rec: dict[str, list], keys: list[str], attrs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "obs": {k: np.stack([o[k] for o in rec["obs"]]) for k in keys},
+        "next_obs": {k: np.stack([o[k] for o in rec["next_obs"]]) for k in keys},
+        "actions": np.stack(rec["actions"]),  # (T, A)
+        "rewards": np.asarray(rec["rewards"], dtype=np.float32),  # (T,)
+        "dones": np.asarray(rec["dones"], dtype=np.uint8),  # (T,) 1 only on true termination (success)
+        "states": np.stack(rec["states"]),  # (T, S)
+        # attrs: seed, success, truncated, and dr_*: the episode's drawn randomization (absent without it)
+        "attrs": attrs,
+    }
 
 
 def collect_episode(env: Any, expert: Any, seed: int, cfg: DictConfig) -> dict[str, Any]:
     """Run one expert episode with the configured quality knobs; return its arrays and attrs."""
-    rng = np.random.default_rng(seed)
-    obs = env.reset(seed=[seed])
-    expert.reset()
-    keys = list(obs)
-    steps: dict[str, list] = {k: [] for k in ("obs", "next_obs", "actions", "rewards", "dones", "states")}
-    random_left = 0
-    success = truncated = False
-    for _ in range(env.max_episode_steps):
-        action = expert.act(obs)[0].astype(np.float64)  # (A,)
-        if cfg.random_segment_prob > 0 and random_left == 0 and rng.random() < cfg.random_segment_prob:
-            random_left = int(cfg.random_segment_len)
-        if random_left > 0:
-            action = rng.uniform(-1.0, 1.0, size=action.shape)
-            random_left -= 1
-        if cfg.action_noise_std > 0:
-            action = action + rng.normal(0.0, float(cfg.action_noise_std), size=action.shape)
-        action = np.clip(action, -1.0, 1.0).astype(np.float32)
-
-        steps["states"].append(env.get_sim_states()[0])
-        next_obs, reward, terminated, trunc, info = env.step(action[None])
-        done = bool(terminated[0] or trunc[0])
-        step_next = _final_obs(info, next_obs) if done else {k: v[0] for k, v in next_obs.items()}
-        steps["obs"].append({k: obs[k][0] for k in keys})
-        steps["next_obs"].append(step_next)
-        steps["actions"].append(action)
-        steps["rewards"].append(float(reward[0]))
-        steps["dones"].append(bool(terminated[0]))
-        success = success or bool(info["success"][0])
-        obs = next_obs
-        if done:
-            truncated = bool(trunc[0]) and not bool(terminated[0])
-            break
-    drawn = {k: float(v[0]) for k, v in info.items() if k.startswith("dr_")}  # env 0's, of this episode
-    return {
-        "obs": {k: np.stack([o[k] for o in steps["obs"]]) for k in keys},
-        "next_obs": {k: np.stack([o[k] for o in steps["next_obs"]]) for k in keys},
-        "actions": np.stack(steps["actions"]),  # (T, A)
-        "rewards": np.asarray(steps["rewards"], dtype=np.float32),  # (T,)
-        "dones": np.asarray(steps["dones"], dtype=np.uint8),  # (T,) 1 only on true termination (success)
-        "states": np.stack(steps["states"]),  # (T, S)
-        # dr_*: this episode's drawn randomization parameters (absent without randomization).
-        "attrs": {"seed": seed, "success": success, "truncated": truncated, **drawn},
-    }
+    return collect_episodes(env, expert, [seed], cfg)[0]
 
 
 def collect_obs_mode(cfg: DictConfig) -> tuple[str, tuple[str, ...]]:
@@ -98,7 +132,7 @@ def env_args(cfg: DictConfig, max_episode_steps: int) -> dict[str, Any]:
         "env_name": cfg.task,
         "type": 2,  # robomimic's EnvType.GYM_TYPE: the closest of its categories
         "env_kwargs": {
-            "suite": "metaworld",
+            "suite": str(cfg.sim),  # metaworld | warp: where the episodes were recorded (replay needs it)
             "obs": mode,
             "image_size": int(cfg.image_size),
             "cameras": list(cameras) or ["corner2"],
@@ -119,21 +153,22 @@ def env_args(cfg: DictConfig, max_episode_steps: int) -> dict[str, Any]:
     return args
 
 
-def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """Collect ``cfg.episodes`` kept episodes into ``run_dir/demos.hdf5``; return the summary metrics."""
+def collection_env(cfg: DictConfig) -> Any:
+    """The env the experts collect in: ``num_envs`` envs of ``sim``, recording ``obs_keys`` (refused first:
+    a bad ``keep`` or ``num_envs``)."""
     from robosteer import sim
 
     if cfg.keep not in KEEP_CHOICES:
         raise ValueError(f"keep={cfg.keep!r} is not valid: expected one of {KEEP_CHOICES}")
-    max_attempts = int(cfg.max_attempts or 3 * cfg.episodes)
-    path = run_dir / "demos.hdf5"
-    start = time.perf_counter()
-    kept = kept_steps = attempts = env_steps = successes = 0
-    interrupted = False
+    if isinstance(cfg.num_envs, bool) or not isinstance(cfg.num_envs, int) or cfg.num_envs < 1:
+        raise ValueError(
+            f"num_envs={cfg.num_envs!r} is not valid: expected an int >= 1 (episodes run at once)"
+        )
     mode, cameras = collect_obs_mode(cfg)
-    env = sim.make_env(
+    return sim.make_env(
         cfg.task,
-        num_envs=1,
+        num_envs=int(cfg.num_envs),
+        sim=str(cfg.sim),
         seed=int(cfg.seed),
         obs=mode,
         image_size=int(cfg.image_size),
@@ -142,6 +177,18 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         terminate_on_success=True,
         randomization=cfg.get("randomization"),
     )
+
+
+def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """Collect ``cfg.episodes`` kept episodes into ``run_dir/demos.hdf5``; return the summary metrics."""
+    from robosteer import sim
+
+    max_attempts = int(cfg.max_attempts or 3 * cfg.episodes)
+    path = run_dir / "demos.hdf5"
+    start = time.perf_counter()
+    kept = kept_steps = attempts = env_steps = successes = 0
+    interrupted = False
+    env, batch = collection_env(cfg), int(cfg.num_envs)
     expert = sim.ScriptedExpert(cfg.task)
     bar = tqdm(total=int(cfg.episodes), desc=f"collect {cfg.task}", unit="ep", disable=not cfg.progress)
     try:
@@ -162,15 +209,18 @@ def collect(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                     if stop.is_set():  # Ctrl-C: the episode it landed in has been finished and kept
                         interrupted = True
                         break
-                    ep = collect_episode(env, expert, episode_seed(cfg.seed, attempts), cfg)
-                    ep["attrs"]["index"] = attempts
-                    attempts += 1
-                    env_steps += len(ep["actions"])
-                    successes += int(ep["attrs"]["success"])
-                    if cfg.keep == "all" or ep["attrs"]["success"]:
-                        writer.add_episode(**ep)
-                        kept += 1
-                        bar.update(1)
+                    seeds = [episode_seed(cfg.seed, attempts + j) for j in range(batch)]
+                    for ep in collect_episodes(env, expert, seeds, cfg):
+                        if kept >= cfg.episodes or attempts >= max_attempts:
+                            break  # a batch's episodes past the target are not attempts: discarded
+                        ep["attrs"]["index"] = attempts
+                        attempts += 1
+                        env_steps += len(ep["actions"])
+                        successes += int(ep["attrs"]["success"])
+                        if cfg.keep == "all" or ep["attrs"]["success"]:
+                            writer.add_episode(**ep)
+                            kept += 1
+                            bar.update(1)
                     bar.set_postfix(success=f"{successes / attempts:.0%}", attempts=attempts)
             except KeyboardInterrupt:
                 interrupted = True

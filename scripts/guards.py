@@ -149,10 +149,10 @@ def check_sim(config_name: str, cfg: DictConfig) -> None:
         raise UsageError(f"sim={sim!r} is not known: expected one of {list(SIMS)}{nearest_choice(sim, SIMS)}")
     if sim == "metaworld":
         return
-    if config_name == "collect":
+    if config_name == "collect" and sim != "warp":
         raise UsageError(
-            f"sim={sim}: the scripted experts that collect demos run on Meta-World only; "
-            "collect with sim=metaworld (the datasets train policies for any sim)"
+            f"sim={sim}: the scripted experts that collect demos run on Meta-World and its Warp ports only; "
+            "collect with sim=metaworld or sim=warp (the datasets train policies for any sim)"
         )
     task = cfg.get("task")
     if sim == "warp" and task is not None and str(task) not in WARP_TASKS:

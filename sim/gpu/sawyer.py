@@ -706,6 +706,27 @@ class WarpSawyerEnv(TorchBatchedEnv):
             terms=terms,
         )
 
+    def get_sim_states(self) -> np.ndarray:
+        """Each world's MuJoCo integration state laid out as CPU MuJoCo's ``mj_getState(mjSTATE_INTEGRATION)``
+        (time, qpos, qvel, warmstart, ctrl, mocap pos and quat, ...): (B, S) float64, for a dataset's ``states``
+        (as ``sim.BatchedEnv.get_sim_states``). ROOT_BODY's per-world position is the model's, not the state's,
+        as in Meta-World."""
+        if not hasattr(self, "_state_data"):
+            self._state_data = mujoco.MjData(self.model)
+        data, spec = self._state_data, mujoco.mjtState.mjSTATE_INTEGRATION
+        fields = {
+            "time": self._time, "qpos": self._qpos, "qvel": self._qvel, "qacc_warmstart": self._warm,
+            "ctrl": self._ctrl, "mocap_pos": self._mocap_pos, "mocap_quat": self._mocap_quat,
+        }  # fmt: skip
+        host = {k: v.detach().double().cpu().numpy() for k, v in fields.items()}  # one copy per field
+        out = np.empty((self.num_worlds, mujoco.mj_stateSize(self.model, spec)), dtype=np.float64)
+        for i in range(self.num_worlds):
+            data.time = host["time"][i]
+            for key in ("qpos", "qvel", "qacc_warmstart", "ctrl", "mocap_pos", "mocap_quat"):
+                getattr(data, key)[:] = host[key][i]
+            mujoco.mj_getState(self.model, data, out[i], spec)
+        return out
+
     def _sim_close(self) -> None:
         """Release the captured graph (warp frees device arrays with the env)."""
         self._graph = None

@@ -49,6 +49,32 @@ def test_collection_regenerates_bit_for_bit(tmp_path):
         assert int(ea["attrs"]["seed"]) == int(eb["attrs"]["seed"])
 
 
+def test_an_episode_is_the_same_whatever_num_envs(tmp_path):
+    """Episodes run 3 at once equal those run one by one: seeds, knobs (noise and random segments drawn from
+    each episode's own seed), states, the final observation of an episode that ends before the batch's last;
+    the attempts past the target are not counted, and the dataset records its simulator."""
+    over = dict(task="reach-v3", episodes=4, keep="all", action_noise_std=0.3, random_segment_prob=0.05)
+    one = collect(_cfg(**over), tmp_path / "one")
+    three = collect(_cfg(num_envs=3, **over), tmp_path / "three")
+    assert one["attempts"] == three["attempts"] == 4 and one["env_steps"] == three["env_steps"]
+    a, b = _arrays(tmp_path / "one" / "demos.hdf5"), _arrays(tmp_path / "three" / "demos.hdf5")
+    assert len({len(e["actions"]) for e in a}) > 1  # episodes of different lengths shared a batch
+    for ea, eb in zip(a, b, strict=True):
+        for key in ("actions", "rewards", "dones", "states"):
+            np.testing.assert_array_equal(ea[key], eb[key])
+        np.testing.assert_array_equal(ea["next_obs"]["state"], eb["next_obs"]["state"])
+        assert int(ea["attrs"]["seed"]) == int(eb["attrs"]["seed"])
+    with open_dataset(tmp_path / "three" / "demos.hdf5") as demos:
+        assert demos.env_args["env_kwargs"]["suite"] == "metaworld"
+
+
+@pytest.mark.parametrize("num_envs", [0, -1, 1.5, True])
+def test_bad_num_envs_is_refused_before_any_work(tmp_path, num_envs):
+    with pytest.raises(ValueError, match=rf"num_envs={num_envs!r} is not valid: expected an int >= 1"):
+        collect(_cfg(task="reach-v3", episodes=1, num_envs=num_envs), tmp_path)
+    assert not (tmp_path / "demos.hdf5").exists()
+
+
 def test_different_seed_gives_different_data(tmp_path):
     collect(_cfg(task="reach-v3", episodes=1, seed=0), tmp_path / "a")
     collect(_cfg(task="reach-v3", episodes=1, seed=1), tmp_path / "b")

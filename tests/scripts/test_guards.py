@@ -228,7 +228,7 @@ def test_the_guards_copies_of_scratch_and_served_agree_with_the_loaders() -> Non
             ["sim=isaaclab"],
             "sim=isaaclab: the scripted experts that collect demos run on Meta-World",
         ),
-        ("collect", ["sim=warp"], "collect with sim=metaworld"),
+        ("collect", ["sim=warp"], "sim=warp needs the package 'mujoco_warp'"),
         ("eval", ["sim=warp", "obs=pixels"], "cameras=['corner'] sim=warp: this backend renders no cameras"),
         ("eval", ["sim=warp", "randomization=default"], "domain randomization is Meta-World's"),
     ],
