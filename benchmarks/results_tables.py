@@ -823,6 +823,35 @@ def warp_experts(rows: list[Row]) -> str:
     return measured(list(last.values())) + "\n\n" + table(columns, body)
 
 
+def warp_mt10(rows: list[Row]) -> str:
+    """One MT10 generalist, plain (K = 1) and with V-GPS, per task on MuJoCo Warp and on CPU Meta-World."""
+    last = last_per(rows, lambda r: (r["checkpoint"], r["episodes"], r["task"], r["samples"]))
+    order = list(dict.fromkeys(r["task"] for r in rows))  # the benchmark's order (MT10)
+    ks = sorted({r["samples"] for r in last.values()})
+    by_task = {t: {r["samples"]: r for r in last.values() if r["task"] == t} for t in order}
+
+    def cells(per_k: dict[int, Row]) -> list[str]:
+        out = []
+        for k in ks:
+            r = per_k.get(k)
+            out += [f"{r['warp_success']:.2f}", f"{r['metaworld_success']:.2f}"] if r else ["—", "—"]
+        return out
+
+    body = [[t, *cells(by_task[t])] for t in order if by_task[t]]
+    means = []
+    for k in ks:
+        got = [by_task[t][k] for t in order if k in by_task[t]]
+        means += [
+            f"**{sum(r[s] for r in got) / len(got):.3f}**" for s in ("warp_success", "metaworld_success")
+        ]
+    body.append([f"mean of {len(body)} tasks", *means])
+    columns = ["task"]
+    for k in ks:
+        name = "generalist" if k == 1 else f"V-GPS K = {k}"
+        columns += [f"{name}, sim=warp", f"{name}, sim=metaworld"]
+    return measured(list(last.values())) + "\n\n" + table(columns, body)
+
+
 def warp_steering(rows: list[Row]) -> str:
     """DSRL-NA steered on MuJoCo Warp per num_envs and on CPU Meta-World, all scored in CPU Meta-World."""
     from robosteer.scripts.steer import lift  # the lift and failures removed robosteer-steer reports
@@ -1496,6 +1525,7 @@ GENERATORS: dict[str, Callable[[list[Row]], str]] = {
     "metaworld_mujoco4": metaworld_mujoco4,
     "steering_throughput": steering_throughput,
     "warp_experts": warp_experts,
+    "warp_mt10": warp_mt10,
     "warp_steering": warp_steering,
     "lerobot_compare": lerobot_compare,
     "server_latency": server_latency,
