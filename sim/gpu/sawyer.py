@@ -391,10 +391,16 @@ class WarpSawyerEnv(TorchBatchedEnv):
 
     def site_pos(self, name: str) -> torch.Tensor:
         """(B, 3) world position of site ``name`` (Meta-World's ``_get_site_pos``)."""
-        i = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SITE, name)
+        return self._site_xpos[:, self._index(mujoco.mjtObj.mjOBJ_SITE, "site", name)]
+
+    def _index(self, kind: mujoco.mjtObj, label: str, name: str) -> int:
+        """The model's index of the ``label`` (body, site) called ``name``; a name it lacks is one line."""
+        i = mujoco.mj_name2id(self.model, kind, name)
         if i < 0:
-            raise ValueError(f"site {name!r} is not in {self.XML}: expected one of the model's site names")
-        return self._site_xpos[:, i]
+            raise ValueError(
+                f"{label} {name!r} is not in {self.XML}: expected one of the model's {label} names"
+            )
+        return i
 
     # ----------------------------------------------------------------- per-world placement
     def _static_geoms_under_root(self) -> torch.Tensor:
@@ -487,10 +493,7 @@ class WarpSawyerEnv(TorchBatchedEnv):
     # ----------------------------------------------------------------- observation
     def body_pos(self, name: str) -> torch.Tensor:
         """(B, 3) world position of body ``name`` (Meta-World's ``get_body_com``)."""
-        i = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, name)
-        if i < 0:
-            raise ValueError(f"body {name!r} is not in {self.XML}: expected one of the model's body names")
-        return self._xpos[:, i]
+        return self._xpos[:, self._index(mujoco.mjtObj.mjOBJ_BODY, "body", name)]
 
     def tcp_center(self) -> torch.Tensor:
         """(B, 3) midpoint of the two finger pads (Meta-World's ``tcp_center``)."""
