@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import mujoco
 import torch
 
 from robosteer.sim.gpu.sawyer import (
@@ -83,16 +84,16 @@ class WarpPegInsertSideEnv(WarpSawyerEnv):
         return self.site_pos("pegGrasp")
 
     def _object_quat(self) -> torch.Tensor:
-        i = self.model.site("pegGrasp").id
-        return quat_xyzw_from_matrix(self._site_xmat[:, i])
+        return quat_xyzw_from_matrix(
+            self._site_xmat[:, self._index(mujoco.mjtObj.mjOBJ_SITE, "site", "pegGrasp")]
+        )
 
-    def _in_place(self) -> torch.Tensor:
-        """(B,) in_place: the scaled head-to-hole tolerance times the collision boxes' terms."""
+    def _in_place(self, head: torch.Tensor, head_to_target: torch.Tensor) -> torch.Tensor:
+        """Peg head (B, 3) and its scaled distance to the hole (B,) -> in_place (B,): the scaled head-to-hole
+        tolerance times the collision boxes' terms."""
         scale = torch.tensor(HEAD_SCALE, device=self.device)
-        head_to_target = ((self.site_pos("pegHead") - self.goal) * scale).norm(dim=-1)  # (B,)
         margin = ((self.peg_head_init - self.goal) * scale).norm(dim=-1)
         in_place = long_tail_tolerance(head_to_target, TARGET_RADIUS, margin)
-        head = self.site_pos("pegHead")
         boxes = [
             rect_prism_tolerance(
                 head,
@@ -109,9 +110,9 @@ class WarpPegInsertSideEnv(WarpSawyerEnv):
         """(B, 39) obs, (B, 4) action -> reward (B,), success (B,), Meta-World's info terms (B,) each."""
         obj, tcp_opened = obs[:, 4:7], obs[:, 3]
         tcp_to_obj = (obj - self.tcp_center()).norm(dim=-1)  # (B,)
-        scale = torch.tensor(HEAD_SCALE, device=self.device)
-        obj_to_target = ((self.site_pos("pegHead") - self.goal) * scale).norm(dim=-1)
-        in_place = self._in_place()
+        head = self.site_pos("pegHead")  # (B, 3)
+        obj_to_target = ((head - self.goal) * torch.tensor(HEAD_SCALE, device=self.device)).norm(dim=-1)
+        in_place = self._in_place(head, obj_to_target)
         raised = (tcp_opened > 0) & (obj[:, 2] - 0.01 > self.obj_init_pos[:, 2])  # (B,)
         held = (tcp_to_obj < 0.08) & raised
         grasp = self._gripper_caging(action, obj, obj_radius=0.0075, pad_success_thresh=0.03)

@@ -366,6 +366,7 @@ class WarpSawyerEnv(TorchBatchedEnv):
         self._steps = torch.zeros(B, dtype=torch.int64, device=dev)  # (B,) for the time limit
         self._queued: list[deque[int]] = [deque() for _ in range(B)]  # per world: seeds of later episodes
         self._graph: Any = None
+        self._state_data = mujoco.MjData(self.model)  # get_sim_states lays each world out through it
 
     # ----------------------------------------------------------------- task hooks
     def _sample_initial(self, seeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -714,8 +715,6 @@ class WarpSawyerEnv(TorchBatchedEnv):
         (time, qpos, qvel, warmstart, ctrl, mocap pos and quat, ...): (B, S) float64, for a dataset's ``states``
         (as ``sim.BatchedEnv.get_sim_states``). ROOT_BODY's per-world position is the model's, not the state's,
         as in Meta-World."""
-        if not hasattr(self, "_state_data"):
-            self._state_data = mujoco.MjData(self.model)
         data, spec = self._state_data, mujoco.mjtState.mjSTATE_INTEGRATION
         fields = {
             "time": self._time, "qpos": self._qpos, "qvel": self._qvel, "qacc_warmstart": self._warm,
