@@ -117,7 +117,7 @@ def collect_episode(env: Any, expert: Any, seed: int, cfg: DictConfig) -> dict[s
 def collect_obs_mode(cfg: DictConfig) -> tuple[str, tuple[str, ...]]:
     """The env mode and cameras that record ``cfg.obs_keys``, plus ``state``: the scripted expert acts on it,
     and replay and diagnostics use it. A policy reads only its own obs_keys (obs=pixels: never state)."""
-    from robosteer.sim.metaworld_env import obs_mode_for_keys
+    from robosteer.sim.obs_modes import obs_mode_for_keys
 
     keys = list(cfg.obs_keys)
     return obs_mode_for_keys(keys if "state" in keys else ["state", *keys])

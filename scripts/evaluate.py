@@ -31,7 +31,7 @@ from robosteer.scripts.schemas import EVAL_SOURCES
 
 def obs_mode(shape_meta: dict[str, Any]) -> tuple[str, tuple[str, ...], int]:
     """The env observation mode, cameras and image size a policy's inputs need."""
-    from robosteer.sim.metaworld_env import obs_mode_for_keys
+    from robosteer.sim.obs_modes import obs_mode_for_keys
 
     mode, cams = obs_mode_for_keys(list(shape_meta["obs"]))
     size = int(shape_meta["obs"][f"image/{cams[0]}"]["shape"][0]) if cams else 84

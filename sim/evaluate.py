@@ -22,18 +22,8 @@ from tqdm import tqdm
 from robosteer.sim.batched import BatchedEnv
 from robosteer.sim.lockstep import to_numpy
 from robosteer.sim.metaworld_env import check_seed, episode_seed
+from robosteer.sim.stats import wilson_interval
 from robosteer.sim.video import DEFAULT_FPS, write_video
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval of a success rate (95% for z=1.96); sound at 0% and 100%, unlike +-1.96 SE."""
-    if n <= 0:
-        return (0.0, 1.0)
-    p = successes / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def _reset_fn(policy: Any) -> tuple[Any, bool]:
