@@ -10,6 +10,8 @@ Layout (robomimic v0.3, what its ``SequenceDataset`` and conversion scripts use)
         rewards                (T,)
         dones                  (T,)
         states                 (T, S)    optional (simulator states, for replay)
+        interventions          (T,)      optional uint8 0/1: the action applied after step t was a person's
+                                         (teleoperation, HIL-SERL), not the policy's
     mask/train, mask/valid     byte strings of demo names
 
 robosteer names a camera ``image/<camera>``; robomimic's readers and trainer take one dataset per key directly
@@ -39,6 +41,8 @@ PARTIAL_SUFFIX = ".partial"
 # The largest magnitude a stored float may have; anything beyond is corruption, not data. Its square (a
 # variance, an MSE term) and sums of squares must stay finite in float32 (max ~3.4e38).
 MAX_ABS_VALUE = 1e18
+FLAGS = ("dones", "interventions")  # per-step 0/1 datasets, stored as uint8
+FLAG_RE = re.compile(rf"demo_\d+/({'|'.join(FLAGS)})$")  # where check_values wants 0/1
 IMAGE_PREFIX = "image/"  # robosteer's camera keys: image/<camera>
 IMAGE_SUFFIX = "_image"  # where robomimic keeps them: obs/<camera>_image
 IMAGE_LAYOUTS = {  # DemoFile.image_layout -> what it means
@@ -98,10 +102,10 @@ def check_values(arr: np.ndarray, where: str) -> None:
     """Raise a :class:`DatasetError` at the first bad value of ``arr`` (``where`` names file, demo and key).
 
     Floats must be finite with ``|x| <= MAX_ABS_VALUE`` (one NaN action once trained into a NaN checkpoint);
-    ``dones`` must be 0/1; integer and image arrays are not scanned.
+    the flags (``dones``, ``interventions``) must be 0/1; integer and image arrays are not scanned.
     """
     arr = np.asarray(arr)
-    if where.endswith("/dones"):
+    if FLAG_RE.search(where):
         bad = ~np.isin(arr, (0, 1))
         expected = "expected 0 or 1"
     elif arr.dtype.kind == "f":
@@ -238,16 +242,20 @@ class DatasetWriter:
         next_obs: Mapping[str, np.ndarray] | None = None,
         states: np.ndarray | None = None,
         attrs: Mapping[str, Any] | None = None,
+        *,
+        interventions: np.ndarray | None = None,
     ) -> str:
         """Append one episode as ``data/demo_N`` and make the file valid on disk; returns the demo name.
 
         ``obs[key]`` is (T, ...), ``actions`` (T, A), ``rewards`` and ``dones`` (T,), ``states`` (T, S);
         ``attrs`` are per-episode attributes (seed, success, ...). ``next_obs`` defaults to obs shifted by one
         step, the last repeated: pass it (e.g. ``info["final_obs"]``) when exact final transitions matter.
+        ``interventions`` (T,) 0/1 or bool: step t's action was a person's (HIL-SERL), stored as uint8 like
+        ``dones``; omitted, the episode has none (``episode()`` gives None).
         """
         if self._file is None:
             raise DatasetError(f"{self.path}: add_episode after close()")
-        T, arrays = self._check_episode(obs, actions, rewards, dones, next_obs, states)
+        T, arrays = self._check_episode(obs, actions, rewards, dones, next_obs, states, interventions)
         name = f"demo_{len(self._names)}"
         group = self._data.create_group(name)
         try:
@@ -313,6 +321,7 @@ class DatasetWriter:
         dones: np.ndarray,
         next_obs: Mapping[str, np.ndarray] | None,
         states: np.ndarray | None,
+        interventions: np.ndarray | None = None,
     ) -> tuple[int, dict[str, np.ndarray]]:
         """Check shapes against this episode's length and earlier episodes; returns T and the arrays to write
         by their path in the demo group, in writing order."""
@@ -374,6 +383,11 @@ class DatasetWriter:
             states = np.asarray(states)
             if states.ndim != 2 or states.shape[0] != T:
                 raise DatasetError(f"{where}: states must be ({T}, S), got shape {states.shape}")
+        if interventions is not None:
+            flags = np.asarray(interventions)
+            if flags.shape != (T,):
+                raise DatasetError(f"{where}: interventions must be ({T},), got shape {flags.shape}")
+            check_values(flags, f"{where}: data/demo_{len(self._names)}/interventions")
         self._obs_spec = spec
         self._action_dim = A
         arrays = {f"obs/{stored_key(k)}": v for k, v in obs_arr.items()}
@@ -383,6 +397,8 @@ class DatasetWriter:
         arrays["dones"] = dones_arr.astype(np.uint8)
         if states is not None:
             arrays["states"] = states
+        if interventions is not None:
+            arrays["interventions"] = flags.astype(np.uint8)
         return T, arrays
 
 
@@ -439,6 +455,7 @@ class DemoFile:
         self._obs_spec: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
         self._obs_paths: dict[str, str] = {}  # obs key -> its dataset's path under obs/ in the first demo
         self.action_dim: int | None = None  # A of the (T, A) actions; None for a file with no demos
+        self._with_interventions: list[str] = []  # demos holding data/demo_N/interventions
         first: str | None = None
         for name in self._names:
             g = data[name]
@@ -509,6 +526,14 @@ class DemoFile:
                     raise self._err(
                         f"{where}/{key} has shape {g[key].shape}, expected length {T} (num_samples)"
                     )
+            if "interventions" in g:
+                flags = g["interventions"]
+                if not isinstance(flags, h5py.Dataset) or flags.shape != (T,):
+                    got = f"has shape {flags.shape}" if isinstance(flags, h5py.Dataset) else "is a group"
+                    raise self._err(
+                        f"{where}/interventions {got}, expected ({T},) (a 0/1 flag per step, T = num_samples)"
+                    )
+                self._with_interventions.append(name)
             self._lengths[name] = T
 
         self.total_steps = total = sum(self._lengths.values())
@@ -569,6 +594,11 @@ class DemoFile:
         return {k: (s, str(d)) for k, (s, d) in sorted(self._obs_spec.items())}
 
     @property
+    def intervention_demos(self) -> list[str]:
+        """Demos that record per-step interventions (``data/demo_N/interventions``); the rest have none."""
+        return list(self._with_interventions)
+
+    @property
     def lengths(self) -> dict[str, int]:
         """num_samples per demo name."""
         return dict(self._lengths)
@@ -601,7 +631,8 @@ class DemoFile:
         self, index_or_name: int | str, obs_keys: Sequence[str] | None = None, *, check: bool = True
     ) -> dict[str, Any]:
         """One episode as numpy: ``{"name", "obs": {key: (T, ...)}, "next_obs", "actions": (T, A),
-        "rewards": (T,), "dones": (T,), "states": (T, S) or None, "attrs": {...}}``.
+        "rewards": (T,), "dones": (T,), "states": (T, S) or None, "interventions": (T,) bool or None,
+        "attrs": {...}}``.
 
         Every array read is deep-checked (:func:`check_values`), so a NaN or corrupt value fails before
         anything trains on it. ``check=False`` skips that (inspection tools only)."""
@@ -616,7 +647,7 @@ class DemoFile:
                 "obs": {k: obs[k][()] for k in keys},
                 "next_obs": {k: nxt[k][()] for k in keys} if nxt is not None else None,
                 "actions": g["actions"][()],
-                **{k: g[k][()] if k in g else None for k in ("rewards", "dones", "states")},
+                **{k: g[k][()] if k in g else None for k in ("rewards", "dones", "states", "interventions")},
                 "attrs": {k: _read_attr(v) for k, v in g.attrs.items()},
             }
         except (OSError, KeyError) as err:  # corrupt chunks / unreadable data inside a valid structure
@@ -625,9 +656,11 @@ class DemoFile:
             for group, stored in (("obs", obs), ("next_obs", nxt)):
                 for k, arr in (out[group] or {}).items():
                     check_values(arr, f"{self.path}: {stored[k].name[1:]}")
-            for key in ("actions", "rewards", "dones", "states"):
+            for key in ("actions", "rewards", "dones", "states", "interventions"):
                 if out[key] is not None:
                     check_values(out[key], f"{self.path}: data/{name}/{key}")
+        if out["interventions"] is not None:
+            out["interventions"] = out["interventions"].astype(bool)
         return out
 
     def deep_check(self) -> None:

@@ -10,9 +10,10 @@ Layout (LeRobot ``datasets/utils.py``, see docs/ or shared/reference/interop.md 
     data/chunk-000/file-000.parquet              # one row per frame, many episodes per file
     videos/<feature>/chunk-000/file-000.mp4      # one stream per camera, episodes back to back
 
-The feature mapping (LeRobot feature <-> our ``obs/<key>``, ``actions``, ``rewards``, ``dones``) is computed by
-default, printable as a table and overridable. ``pyarrow`` and ``av`` (PyAV) are imported inside the functions:
-``robosteer-dataset info`` and the training reader do not need them (``pip install robosteer[lerobot]``).
+The feature mapping (LeRobot feature <-> our ``obs/<key>``, ``actions``, ``rewards``, ``dones``,
+``interventions``) is computed by default, printable as a table and overridable. ``pyarrow`` and ``av`` (PyAV)
+are imported inside the functions: ``robosteer-dataset info`` and the training reader do not need them
+(``pip install robosteer[lerobot]``).
 """
 
 from __future__ import annotations
@@ -45,8 +46,14 @@ AUTO_FEATURES: dict[str, dict[str, Any]] = {
     "index": {"dtype": "int64", "shape": [1], "names": None},
     "task_index": {"dtype": "int64", "shape": [1], "names": None},
 }
-SPECIAL = ("actions", "rewards", "dones")  # our non-obs targets; anything else is an obs key
-DEFAULT_SPECIAL = {"action": "actions", "next.reward": "rewards", "next.done": "dones"}
+SPECIAL = ("actions", "rewards", "dones", "interventions")  # our non-obs targets; anything else is an obs key
+FLAG_TARGETS = ("rewards", "dones", "interventions")  # one value per frame: a shape (1,) feature
+DEFAULT_SPECIAL = {
+    "action": "actions",
+    "next.reward": "rewards",
+    "next.done": "dones",
+    "complementary_info.is_intervention": "interventions",  # LeRobot's HIL-SERL transition field
+}
 CAMERA_PREFIX = "observation.images."
 # Encoder settings LeRobot 0.6 records in a video feature's info (``video.<field>`` of its VideoEncoderConfig).
 VIDEO_GOP, VIDEO_CRF, SVTAV1_PRESET = 2, 30, 12
@@ -85,7 +92,8 @@ def format_mapping(rows: list[Row]) -> str:
 
 
 def _obs_target(name: str) -> str:
-    """How a mapping value names a target: ``actions``/``rewards``/``dones`` or ``obs/<key>`` (prefix optional)."""
+    """How a mapping value names a target: ``actions``/``rewards``/``dones``/``interventions`` or
+    ``obs/<key>`` (prefix optional)."""
     name = str(name)
     return name if name in SPECIAL else f"obs/{name.removeprefix('obs/')}"
 
@@ -241,7 +249,8 @@ class _VideoReader:
 
 def default_import_target(name: str, feature: Mapping[str, Any]) -> str | None:
     """Our name for a LeRobot feature: ``action`` -> ``actions``, ``next.reward``/``next.done`` -> rewards/dones,
-    ``observation.images.<cam>`` -> ``obs/image/<cam>``, ``observation.<x>`` -> ``obs/<x>``; else None."""
+    ``complementary_info.is_intervention`` -> interventions, ``observation.images.<cam>`` ->
+    ``obs/image/<cam>``, ``observation.<x>`` -> ``obs/<x>``; else None."""
     if name in DEFAULT_SPECIAL:
         return DEFAULT_SPECIAL[name]
     if feature.get("dtype") == "string" or name in AUTO_FEATURES:
@@ -274,7 +283,7 @@ def import_mapping(
             raise DatasetError(
                 f"{where}: feature {name!r} is a string; only numeric, image and video features convert"
             )
-        if target in ("rewards", "dones") and tuple(ft["shape"]) != (1,):
+        if target in FLAG_TARGETS and tuple(ft["shape"]) != (1,):
             raise DatasetError(
                 f"{where}: feature {name!r} has shape {tuple(ft['shape'])}; {target} needs shape (1,)"
             )
@@ -314,8 +323,10 @@ def import_lerobot(
     Per episode: mapped state/action features from the parquet rows, camera features decoded from the mp4 at
     ``from_timestamp + timestamp`` (what ``LeRobotDataset`` queries), the episode's task strings as attrs.
     LeRobot has no rewards/dones unless ``next.reward``/``next.done`` exist: then rewards are 0 and dones are 1 at
-    each episode's last step (robomimic's convention), and ``data.attrs["filled"]`` says so. fps, robot_type,
-    tasks, the source and the mapping are file attributes. ``echo`` (e.g. ``print``) receives the mapping table.
+    each episode's last step (robomimic's convention), and ``data.attrs["filled"]`` says so.
+    ``complementary_info.is_intervention`` (bool, or 0/1 numbers as some recorders write it) becomes each
+    episode's ``interventions``; without it the file records none. fps, robot_type, tasks, the source and the
+    mapping are file attributes. ``echo`` (e.g. ``print``) receives the mapping table.
     """
     pc = _need("pyarrow.compute")
     pq = _need("pyarrow.parquet")
@@ -411,6 +422,7 @@ def import_lerobot(
                 obs = {t.removeprefix("obs/"): a for t, a in arrays.items() if t.startswith("obs/")}
                 rewards = arrays["rewards"].reshape(T) if "rewards" in arrays else np.zeros(T, np.float32)
                 dones = arrays["dones"].reshape(T) if "dones" in arrays else (np.arange(T) == T - 1)
+                interventions = arrays["interventions"].reshape(T) if "interventions" in arrays else None
                 ep_tasks = list(ep.get("tasks") or [])
                 writer.add_episode(
                     obs,
@@ -422,6 +434,7 @@ def import_lerobot(
                         "tasks": ep_tasks,
                         "lerobot_episode_index": e,
                     },
+                    interventions=interventions,
                 )
             summary = {"episodes": writer.num_episodes, "steps": writer.total_steps}
     except BaseException:
@@ -455,7 +468,8 @@ def _decode_pngs(column: Any, where: str) -> np.ndarray:
 def default_export_name(target: str) -> str:
     """LeRobot's name for ours: ``obs/state`` -> ``observation.state``, ``obs/image/<cam>`` ->
     ``observation.images.<cam>``, ``actions`` -> ``action``, ``rewards``/``dones`` -> ``next.reward``/``next.done``,
-    other ``obs/<a/b>`` -> ``observation.<a.b>`` (feature names must not contain ``/``)."""
+    ``interventions`` -> ``complementary_info.is_intervention``, other ``obs/<a/b>`` -> ``observation.<a.b>``
+    (feature names must not contain ``/``)."""
     inverse = {v: k for k, v in DEFAULT_SPECIAL.items()}
     if target in inverse:
         return inverse[target]
@@ -567,7 +581,8 @@ def export_mapping(
     mapping: Mapping[str, str | None] | None,
     skip: Mapping[str, str],
 ) -> list[Row]:
-    """Export rows: our ``obs/<key>``/``actions``/``rewards``/``dones`` -> LeRobot feature names (None: skipped).
+    """Export rows: our ``obs/<key>``/``actions``/``rewards``/``dones``/``interventions`` -> LeRobot feature
+    names (None: skipped).
     ``mapping`` keys may omit ``obs/``; ``skip`` holds targets not exported by default, with the reason."""
     mapping = {_obs_target(k): v for k, v in (mapping or {}).items()}
     for name in mapping:
@@ -635,6 +650,10 @@ def export_lerobot(
 
     Image obs become ``dtype: video`` features (mp4, ``codec`` default :func:`pick_codec`), vectors become
     parquet columns; rewards/dones become ``next.reward``/``next.done`` unless they were filled in on import.
+    When any episode records interventions they become the bool feature ``complementary_info.is_intervention``
+    (shape [1], LeRobot's HIL-SERL name; ``map={interventions: ...}`` renames or drops it); the steps of
+    episodes that record none are exported as False (a person never took over), so they re-import as all-False
+    arrays.
     Each episode's task is its ``task`` attr (files from :func:`import_lerobot`) or ``env_args["env_name"]``.
     ``fps``: the data's control rate, see :func:`control_rate` (a file that records none is refused unless it
     is given: a guessed rate makes LeRobot play videos and timestamps at the wrong speed). ``meta/episodes``
@@ -665,6 +684,8 @@ def export_lerobot(
             "rewards": ((1,), "float32"),
             "dones": ((1,), "bool"),
         }
+        if demos.intervention_demos:
+            shapes["interventions"] = ((1,), "bool")
         filled = json.loads(file_attrs["filled"]) if isinstance(file_attrs.get("filled"), str) else {}
         skip = {k: "filled on import, not exported" for k in filled}
         rows = export_mapping(demos.path, shapes, mapping, skip)
@@ -713,6 +734,9 @@ def export_lerobot(
                     task = str(ep["attrs"].get("task") or demos.env_args.get("env_name", ""))
                     task_index = tasks.setdefault(task, len(tasks))
                     values = {"actions": ep["actions"], "rewards": ep["rewards"], "dones": ep["dones"]}
+                    values["interventions"] = (  # an episode that records none: the policy acted throughout
+                        ep["interventions"] if ep["interventions"] is not None else np.zeros(T, bool)
+                    )
                     values |= {f"obs/{k}": v for k, v in ep["obs"].items()}
                     cols: dict[str, np.ndarray] = {}
                     for s, t in named.items():

@@ -313,3 +313,72 @@ def test_layout_of_state_only_and_mixed_files(make_dataset):
         f["data/demo_0/obs"].move("corner2_image", "image/corner2")
     with open_dataset(path) as d:  # image/corner2 nested, image/state flat
         assert d.image_layout == "mixed" and d.obs_keys == ["image/corner2", "image/state", "state"]
+
+
+# ------------------------------------------------------------------------------------------- interventions
+INTERVENED = np.array([0, 1, 1, 0, 0], dtype=np.uint8)  # demo_0: the person held the arm for steps 1 and 2
+
+
+def _write_interventions(path: Path, synthetic) -> Path:
+    """demo_0 (5 steps) records interventions; demo_1 (3 steps) records none."""
+    with DatasetWriter(path, ENV) as w:
+        w.add_episode(**synthetic(0, 5), interventions=INTERVENED)
+        w.add_episode(**synthetic(1, 3))
+    return path
+
+
+def test_interventions_round_trip_and_stay_optional(tmp_path, synthetic):
+    path = _write_interventions(tmp_path / "d.hdf5", synthetic)
+    with h5py.File(path, "r") as f:
+        stored = f["data/demo_0/interventions"]
+        assert stored.dtype == np.uint8 and stored.shape == (5,)  # as dones
+        assert stored[()].tolist() == [0, 1, 1, 0, 0]
+        assert "interventions" not in f["data/demo_1"]  # an episode without them is written as before
+    with open_dataset(path) as d:
+        d.deep_check()
+        assert d.intervention_demos == ["demo_0"]
+        got = d.episode(0)["interventions"]
+        assert got.dtype == np.bool_ and got.tolist() == [False, True, True, False, False]
+        assert d.episode("demo_1")["interventions"] is None
+    with DatasetWriter(tmp_path / "b.hdf5", ENV) as w:  # bool flags are accepted too
+        w.add_episode(**synthetic(0, 3), interventions=np.array([True, False, True]))
+    with open_dataset(tmp_path / "b.hdf5") as d:
+        assert d.episode(0)["interventions"].tolist() == [True, False, True]
+    with DatasetWriter(tmp_path / "plain.hdf5", ENV) as w:  # a file with none at all
+        w.add_episode(**synthetic(0, 2))
+    with open_dataset(tmp_path / "plain.hdf5") as d:
+        assert d.intervention_demos == [] and d.episode(0)["interventions"] is None
+
+
+def test_writer_refuses_bad_interventions(tmp_path, synthetic):
+    path = tmp_path / "d.hdf5"
+    with DatasetWriter(path, ENV) as w:
+        for flags, want in (
+            (np.zeros(4), r"d\.hdf5 \(episode 0\): interventions must be \(5,\), got shape \(4,\)"),
+            (np.zeros((5, 1)), r"interventions must be \(5,\), got shape \(5, 1\)"),
+            (
+                np.array([0, 1, 2, 0, 0]),
+                r"demo_0/interventions holds an out-of-range value at step 2.*0 or 1",
+            ),
+        ):
+            with pytest.raises(DatasetError, match=want) as err:
+                w.add_episode(**synthetic(0, 5), interventions=flags)
+            assert "\n" not in str(err.value)
+        assert w.num_episodes == 0  # nothing of the refused episodes was written
+    with open_dataset(path) as d:
+        assert d.num_episodes == 0
+
+
+def test_reader_checks_interventions(tmp_path, synthetic):
+    path = _write_interventions(tmp_path / "d.hdf5", synthetic)
+    with h5py.File(path, "a") as f:
+        del f["data/demo_0/interventions"]
+        f["data/demo_0/interventions"] = np.zeros(4, np.uint8)
+    with pytest.raises(DatasetError, match=r"data/demo_0/interventions has shape \(4,\), expected \(5,\)"):
+        open_dataset(path)
+    with h5py.File(path, "a") as f:
+        del f["data/demo_0/interventions"]
+        f["data/demo_0/interventions"] = np.array([0, 1, 3, 0, 0], np.uint8)
+    bad_value = r"demo_0/interventions holds an out-of-range value at step 2"
+    with open_dataset(path) as d, pytest.raises(DatasetError, match=bad_value):
+        d.episode(0)  # the structure is fine; the value fails when the episode is read

@@ -181,6 +181,7 @@ def test_export_layout_and_round_trip(tmp_path):
     assert feats["observation.images.corner2"]["info"]["video.codec"] in ("av1", "h264")
     assert feats["observation.state"] == {"dtype": "float32", "shape": [7], "names": None}
     assert feats["next.done"]["dtype"] == "bool" and feats["action"]["shape"] == [4]
+    assert "complementary_info.is_intervention" not in feats  # the file records no interventions
     data = pq.read_table(out / "data/chunk-000/file-000.parquet")
     assert data["episode_index"].to_pylist() == [0] * 9 + [1] * 6
     assert data["index"].to_pylist() == list(range(15))
@@ -207,6 +208,78 @@ def test_export_layout_and_round_trip(tmp_path):
         assert list(b.lengths.values()) == list(a.lengths.values())
         assert b.env_args == a.env_args  # restored from meta/robosteer.json
         assert json.loads(b.attrs["filled"]) == {}  # next.reward / next.done were there
+
+
+INTERVENTION = "complementary_info.is_intervention"
+
+
+def _hil_file(path: Path) -> Path:
+    """Two state-only episodes: the first (5 steps) with a person at the arm for steps 1 and 2, the second
+    (3 steps) recording no interventions (a file collected before, or without a teleoperator)."""
+    with DatasetWriter(path, {"env_name": "push-v3"}, {"fps": 10}) as w:
+        for e, T in enumerate((5, 3)):
+            w.add_episode(
+                {"state": np.full((T, 2), e, np.float32)},
+                np.zeros((T, 3), np.float32),
+                np.zeros(T, np.float32),
+                (np.arange(T) == T - 1).astype(np.uint8),
+                interventions=np.array([0, 1, 1, 0, 0], np.uint8) if e == 0 else None,
+            )
+    return path
+
+
+def test_export_interventions_as_complementary_info_and_back(tmp_path):
+    src = _hil_file(tmp_path / "hil.hdf5")
+    out = tmp_path / "lerobot"
+    printed: list[str] = []
+    export_lerobot(src, out, echo=printed.append)
+    assert f"interventions  (1,) bool     -> {INTERVENTION}" in printed[0], printed[0]
+    info = json.loads((out / "meta" / "info.json").read_text())
+    assert info["features"][INTERVENTION] == {"dtype": "bool", "shape": [1], "names": None}
+    data = pq.read_table(out / "data/chunk-000/file-000.parquet")
+    assert str(data.schema.field(INTERVENTION).type) == "bool"  # a scalar column, as next.done
+    assert data[INTERVENTION].to_pylist() == [False, True, True, False, False] + [False] * 3
+    eps = pq.read_table(out / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    assert eps[0][f"stats/{INTERVENTION}/max"] == [True] and eps[1][f"stats/{INTERVENTION}/max"] == [False]
+
+    back = tmp_path / "back.hdf5"
+    import_lerobot(out, back)
+    with open_dataset(back) as d:
+        got = [d.episode(n)["interventions"] for n in d.demo_names]
+        assert json.loads(d.attrs["feature_map"])[INTERVENTION] == "interventions"
+    assert got[0].tolist() == [False, True, True, False, False]
+    assert got[1].tolist() == [False] * 3  # exported as False, so it comes back recorded
+
+
+def test_interventions_mapping_and_float_recorders(tmp_path):
+    """map= renames or drops the feature; a file without interventions exports no such feature; a recorder that
+    writes the flag as float32 0/1 (shape [1]) imports the same flags."""
+    src = _hil_file(tmp_path / "hil.hdf5")
+    export_lerobot(src, tmp_path / "renamed", {"interventions": "complementary_info.teleop"})
+    feats = json.loads((tmp_path / "renamed" / "meta" / "info.json").read_text())["features"]
+    assert "complementary_info.teleop" in feats and INTERVENTION not in feats
+    export_lerobot(src, tmp_path / "dropped", {"interventions": None})
+    assert (
+        INTERVENTION not in json.loads((tmp_path / "dropped" / "meta" / "info.json").read_text())["features"]
+    )
+    plain = _our_file(tmp_path / "plain.hdf5", image=False)
+    export_lerobot(plain, tmp_path / "plain")
+    assert INTERVENTION not in json.loads((tmp_path / "plain" / "meta" / "info.json").read_text())["features"]
+
+    out = tmp_path / "float"
+    export_lerobot(src, out)
+    info_path, data_path = out / "meta" / "info.json", out / "data/chunk-000/file-000.parquet"
+    info = json.loads(info_path.read_text())
+    info["features"][INTERVENTION]["dtype"] = "float32"
+    info_path.write_text(json.dumps(info))
+    table = pq.read_table(data_path)
+    i = table.schema.get_field_index(INTERVENTION)
+    table = table.set_column(i, INTERVENTION, table[INTERVENTION].cast("float32"))
+    pq.write_table(table, data_path)
+    back = tmp_path / "float.hdf5"
+    import_lerobot(out, back)
+    with open_dataset(back) as d:
+        assert d.episode(0)["interventions"].tolist() == [False, True, True, False, False]
 
 
 EPISODE_STATS = ("min", "max", "mean", "std", "count", "q01", "q10", "q50", "q90", "q99")
