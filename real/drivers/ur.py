@@ -11,6 +11,12 @@ Control modes:
   added to the measured joint angles.
 An optional 7th command dim drives a gripper on a standard digital output (``gripper_pin``): > 0 closes.
 
+Cameras: the arm has none, so ``cameras`` (name -> :class:`~robosteer.real.drivers.camera.OpenCVCamera`
+settings, optional extra ``robosteer[camera]``) adds ``image/<name>`` frames, uint8 (S, S, 3) like the ROS 2
+driver's, to every observation. The observation keeps the joint state's timestamp; a camera whose newest
+frame is older than its ``max_age_s`` makes ``get_observation`` raise, so the control loop stops the arm
+rather than act on an old picture.
+
 Faults become :class:`RobotError`: lost connection, a protective or emergency stop (safety mode not
 NORMAL/REDUCED), the control script not running, ``servoJ`` refusing a target, non-finite or mis-shaped
 commands. Commands whose timestamp is older than ``stale_s`` are dropped, never executed late.
@@ -20,12 +26,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from robosteer.real.robot import ArraySpec, Observation, Robot, RobotError
+from robosteer.real.drivers.camera import DEFAULT_IMAGE_SIZE, OpenCVCamera, camera_settings
+from robosteer.real.robot import ArraySpec, Observation, Robot, RobotError, SafetyStop
 
 # UR e-Series joint limits (rad): base..wrist 3; every joint turns +-2 pi.
 UR_JOINT_LIMIT = 2 * np.pi
@@ -46,7 +53,11 @@ def _import_rtde() -> tuple[Any, Any, Any]:
 
 
 class URRobot(Robot):
-    """A UR arm at ``host``; ``control_factory``/``receive_factory``/``io_factory`` replace the SDK (tests)."""
+    """A UR arm at ``host``; ``control_factory``/``receive_factory``/``io_factory`` replace the SDK (tests).
+
+    ``cameras``: e.g. ``{"wrist": {"index_or_path": 0, "image_size": 84}}``;
+    ``camera_factory(name=..., **settings)`` replaces :class:`OpenCVCamera` (tests).
+    """
 
     control_modes = ("joint_position", "joint_delta")
 
@@ -68,8 +79,19 @@ class URRobot(Robot):
         control_factory: Callable[[str], Any] | None = None,
         receive_factory: Callable[[str], Any] | None = None,
         io_factory: Callable[[str], Any] | None = None,
+        cameras: Mapping[str, Mapping[str, Any]] | None = None,
+        camera_factory: Callable[..., Any] | None = None,
     ) -> None:
         super().__init__(control_mode)
+        if cameras is not None and not isinstance(cameras, Mapping):
+            raise ValueError(f"cameras must be a mapping of name -> settings, got {cameras!r}")
+        # checked (keys, image_size) and built before anything connects; nothing opens until connect()
+        settings = {name: camera_settings(name, entry) for name, entry in (cameras or {}).items()}
+        self.camera_sizes = {
+            name: int(s.get("image_size", DEFAULT_IMAGE_SIZE)) for name, s in settings.items()
+        }
+        make_camera = camera_factory or OpenCVCamera
+        self.cameras = {name: make_camera(name=name, **s) for name, s in settings.items()}
         if not 0.03 <= lookahead_time <= 0.2:
             raise ValueError(f"lookahead_time={lookahead_time} is not valid: ur_rtde accepts 0.03..0.2 s")
         if not 100.0 <= gain <= 2000.0:
@@ -120,7 +142,9 @@ class URRobot(Robot):
 
     @property
     def observation_spec(self) -> dict[str, ArraySpec]:
-        return {"joint_pos": ArraySpec((6,)), "joint_vel": ArraySpec((6,)), "tcp_pose": ArraySpec((6,))}
+        spec = {"joint_pos": ArraySpec((6,)), "joint_vel": ArraySpec((6,)), "tcp_pose": ArraySpec((6,))}
+        spec.update({f"image/{name}": ArraySpec((s, s, 3), "uint8") for name, s in self.camera_sizes.items()})
+        return spec
 
     @property
     def is_connected(self) -> bool:
@@ -128,6 +152,35 @@ class URRobot(Robot):
 
     # ------------------------------------------------------------------ connection
     def connect(self) -> None:
+        """The cameras first (a missing one never touches the arm), then the arm; a failure in either
+        disconnects the cameras that were connected."""
+        self._connect_cameras()
+        try:
+            self._connect_arm()
+        except BaseException:
+            self._disconnect_cameras()
+            raise
+
+    def _connect_cameras(self) -> None:
+        connected = []
+        for name, cam in self.cameras.items():
+            try:
+                cam.connect()
+            except Exception as e:
+                for other in [*connected, cam]:
+                    with contextlib.suppress(Exception):
+                        other.disconnect()
+                if isinstance(e, RobotError):
+                    raise
+                raise RobotError(f"camera {name}: {type(e).__name__}: {e}") from e
+            connected.append(cam)
+
+    def _disconnect_cameras(self) -> None:
+        for cam in self.cameras.values():
+            with contextlib.suppress(Exception):
+                cam.disconnect()
+
+    def _connect_arm(self) -> None:
         control_f, receive_f, io_f = self._factories
         if control_f is None or receive_f is None:
             control_f, receive_f, sdk_io = _import_rtde()
@@ -147,8 +200,8 @@ class URRobot(Robot):
         if not self._ctrl.isConnected() or not self._recv.isConnected():
             raise RobotError(f"lost the RTDE connection to the UR arm at {self.host}")
         mode = int(self._recv.getSafetyMode())
-        if mode not in SAFETY_MODES_OK:
-            raise RobotError(
+        if mode not in SAFETY_MODES_OK:  # the arm stopped itself: the episode ends, not the run
+            raise SafetyStop(
                 f"UR arm at {self.host} is in safety mode {mode} (protective/emergency stop or violation): "
                 "clear it on the teach pendant before commanding the arm"
             )
@@ -165,17 +218,19 @@ class URRobot(Robot):
         tcp = np.asarray(self._recv.getActualTCPPose(), dtype=np.float64)
         if q.shape != (6,) or not np.isfinite(q).all():
             raise RobotError(f"UR arm reported joint angles {q.tolist()}: expected 6 finite values")
+        stamp = time.time()
+        data = {
+            "joint_pos": q.astype(np.float32),
+            "joint_vel": qd.astype(np.float32),
+            "tcp_pose": tcp.astype(np.float32),
+        }
+        info: dict[str, Any] = {"controller_time": float(self._recv.getTimestamp())}
+        if self.cameras:
+            info["camera_time"] = {}
+            for name, cam in self.cameras.items():
+                data[f"image/{name}"], info["camera_time"][name] = cam.read()  # stale: RobotError
         self._seq += 1
-        return Observation(
-            {
-                "joint_pos": q.astype(np.float32),
-                "joint_vel": qd.astype(np.float32),
-                "tcp_pose": tcp.astype(np.float32),
-            },
-            time.time(),
-            self._seq,
-            {"controller_time": float(self._recv.getTimestamp())},
-        )
+        return Observation(data, stamp, self._seq, info)
 
     def translate(self, action: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, float | None]:
         """Command -> (6 joint targets for servoJ, gripper value or None); raises on bad input.
@@ -251,6 +306,7 @@ class URRobot(Robot):
             with contextlib.suppress(Exception):
                 self._recv.disconnect()
         self._ctrl = self._recv = self._io = None
+        self._disconnect_cameras()
 
     def safety_defaults(self) -> dict[str, Any]:
         """Safety-filter defaults for this arm: joint limits and per-step limits in the current mode."""

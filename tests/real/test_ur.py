@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from robosteer.real.drivers.ur import URRobot
-from robosteer.real.robot import RobotError
+from robosteer.real.robot import ArraySpec, RobotError
 
 
 class FakeRTDE:
@@ -193,3 +193,80 @@ def test_safety_defaults_wire_into_the_filter() -> None:
     ob = robot.get_observation()
     out = f.filter(np.array([5.0, 0, 0, 0, 0, 0]), ob.data)
     assert out[0] <= 1.0 / robot.rate_hz + 1e-9  # 1 rad/s from the measured 0.0
+
+
+class FakeCamera:
+    """A camera serving a flat frame; ``fail_connect`` or ``stale`` make it raise as OpenCVCamera does."""
+
+    def __init__(self, name: str, index_or_path: int | str = 0, image_size: int = 84, **kw: Any) -> None:
+        self.name, self.image_size, self.kw = name, image_size, kw
+        self.connected = False
+        self.fail_connect = False
+        self.stale = False
+
+    def connect(self) -> None:
+        if self.fail_connect:
+            raise RobotError(f"camera {self.name}: cannot open 0")
+        self.connected = True
+
+    def read(self) -> tuple[np.ndarray, float]:
+        if not self.connected or self.stale:
+            raise RobotError(f"camera {self.name}: no frame for 0.80 s")
+        return np.full((self.image_size, self.image_size, 3), 9, np.uint8), time.time()
+
+    def disconnect(self) -> None:
+        self.connected = False
+
+
+def test_cameras_add_image_keys_to_observations() -> None:
+    fake = FakeRTDE()
+    robot = make(
+        fake,
+        cameras={"wrist": {"index_or_path": 0, "image_size": 84}, "front": {}},
+        camera_factory=FakeCamera,
+    )
+    assert robot.observation_spec["image/wrist"] == ArraySpec((84, 84, 3), "uint8")
+    assert robot.observation_spec["image/front"].shape == (84, 84, 3)  # the default size
+    ob = robot.get_observation()
+    img = ob.data["image/wrist"]
+    assert img.shape == (84, 84, 3) and img.dtype == np.uint8 and (img == 9).all()
+    assert set(ob.info["camera_time"]) == {"wrist", "front"}
+    robot.cameras["wrist"].stale = True
+    with pytest.raises(RobotError, match="camera wrist: no frame for"):
+        robot.get_observation()
+    robot.disconnect()
+    assert not any(c.connected for c in robot.cameras.values())
+
+
+def test_a_camera_failing_on_connect_leaves_nothing_connected() -> None:
+    fake = FakeRTDE()
+    robot = URRobot(
+        control_factory=lambda h: fake,
+        receive_factory=lambda h: fake,
+        cameras={"front": {}, "wrist": {}},
+        camera_factory=FakeCamera,
+    )
+    robot.cameras["wrist"].fail_connect = True
+    with pytest.raises(RobotError, match="camera wrist: cannot open"):
+        robot.connect()
+    assert not robot.cameras["front"].connected and not robot.is_connected
+
+    def no_arm(host: str) -> Any:
+        raise OSError("no route to host")
+
+    robot = URRobot(
+        control_factory=no_arm, receive_factory=no_arm, cameras={"wrist": {}}, camera_factory=FakeCamera
+    )
+    with pytest.raises(RobotError, match="cannot connect to the UR arm"):
+        robot.connect()
+    assert not robot.cameras["wrist"].connected
+
+
+def test_bad_camera_settings_are_refused_early() -> None:
+    with pytest.raises(ValueError, match=r"cameras\.wrist\.image_sise .*nearest valid key: 'image_size'"):
+        URRobot(cameras={"wrist": {"index_or_path": 0, "image_sise": 84}})
+    with pytest.raises(ValueError, match=r"cameras\.wrist\.image_size=0 is not valid"):
+        URRobot(cameras={"wrist": {"image_size": 0}})
+    with pytest.raises(ValueError, match=r"cameras\.wrist\.fps=0"):
+        URRobot(cameras={"wrist": {"fps": 0}})  # the real OpenCVCamera checks its settings, opening nothing
+    assert URRobot(cameras={}).observation_spec.keys() == {"joint_pos", "joint_vel", "tcp_pose"}
