@@ -45,7 +45,7 @@ ALLOWED_DTYPES = (
 # Message types of the policy protocol (client -> server) and their replies.
 POLICY_REQUESTS = ("hello", "sample", "act", "reset", "ping")
 # Message types of the sim-twin link (driver <-> twin).
-TWIN_REQUESTS = ("hello", "reset", "command", "stop", "ping", "close")
+TWIN_REQUESTS = ("hello", "reset", "scene", "command", "stop", "ping", "close")
 
 
 class ProtocolError(ValueError):

@@ -20,6 +20,11 @@ class RobotError(RuntimeError):
     """The robot refused or failed a command, lost its connection, or is in a protective stop."""
 
 
+class SafetyStop(RobotError):
+    """The arm stopped itself for safety (a protective or emergency stop): the control loop aborts the episode
+    (recorded, status ``safety_abort``), not the run; a person clears the stop before the next one."""
+
+
 @dataclass
 class Observation:
     """One observation: arrays by key, the capture time (``time.time()`` seconds) and robot-side info.

@@ -37,7 +37,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from robosteer.real.robot import Observation, Robot
+from robosteer.real.robot import Observation, Robot, SafetyStop
 from robosteer.real.safety import SafetyFilter
 
 MODES = ("sync", "async")
@@ -136,9 +136,13 @@ class ControlLoop:
         obs_keys: list[str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         record_keys: list[str] | None = None,
+        teleop: Any = None,
     ) -> None:
         config.validate()
         self.robot, self.policy, self.safety, self.cfg = robot, policy, safety, config
+        # a person's device (real/teleop.py): while it returns a command, that command is sent (through the
+        # safety filter) instead of the policy's; on hand-back the next chunk is planned from the current obs
+        self.teleop = teleop
         self.obs_keys = list(obs_keys or policy.shape_meta["obs"])
         # what each episode's recording keeps: the policy's keys, plus any a judge reads (a success
         # classifier's camera)
@@ -229,6 +233,11 @@ class _Episode:
         self.schedule: dict[int, np.ndarray] = {}  # slot -> action; slot time = t0 + slot * dt
         self.sent: dict[int, np.ndarray] = {}  # slot -> command sent for it (the last Tp slots; inpainting)
         self.acted: set[int] = set()  # slots a policy action (not a hold) was sent for
+        self.person: set[int] = set()  # slots a person's command (teleop) was sent for
+        self.safety_abort: str | None = None  # why a safety violation ended the episode
+        self.commanded_ticks = (
+            0  # ticks a command was sent in: the episode's steps on a robot that counts none
+        )
         self.hist: deque[dict[str, np.ndarray]] = deque(maxlen=loop.to)
         self.pending: _Request | None = None
         latency = robot.command_latency_s() if cfg.lead_s is None else cfg.lead_s
@@ -281,21 +290,59 @@ class _Episode:
         except Exception as e:
             raise self.abort(f"robot reset failed ({type(e).__name__}: {e})", e) from e
         self.t0 = time.time()
+        if self.loop.teleop is not None:
+            self.loop.teleop.reset()
 
     def _tick(self) -> bool:
-        """One control period: observe, take a finished chunk, request the next, command. False: it ended."""
+        """One control period: observe, take a finished chunk, request the next (unless a person holds
+        control), command. False: it ended (the robot's end, or a safety violation)."""
         now = self._wait_for_slot()
-        ob, new_obs = self._observe(now)
+        try:
+            ob, new_obs = self._observe(now)
+        except SafetyStop as e:  # the arm stopped itself: this episode ends, not the run
+            return self._abort_for_safety(f"the robot stopped for safety ({e})", self.ob)
         if ob.info.get("done"):
             self.success = bool(ob.info.get("success"))
             self.status = "success" if self.success else "truncated"
             self.rec.commanded.append(self.safety.hold_command(ob.data))
             return False
+        violation = self.safety.violation(ob.data)
+        if violation is not None:
+            return self._abort_for_safety(violation, ob)
         self._collect(now)
-        if self.pending is None:
+        person = self._person(ob)
+        if person is None and self.pending is None:
             self._request(ob, now)
-        self._command(ob, now, new_obs)
+        try:
+            self._command(ob, now, new_obs, person)
+        except SafetyStop as e:
+            return self._abort_for_safety(f"the robot stopped for safety ({e})", ob)
         return True
+
+    def _person(self, ob: Observation) -> np.ndarray | None:
+        """The person's command while they hold control (the plan in flight and the schedule are dropped:
+        after hand-back the next chunk is planned from the arm as it is then), else None."""
+        teleop = self.loop.teleop
+        if teleop is None:
+            return None
+        try:
+            cmd = teleop.command(ob.data)
+        except Exception as e:
+            raise self.abort(f"teleoperation failed ({type(e).__name__}: {e})", e) from e
+        if cmd is None:
+            return None
+        self.schedule.clear()
+        self.pending = None  # its chunk was planned before the person took over: never executed
+        return np.asarray(cmd, dtype=np.float64)
+
+    def _abort_for_safety(self, reason: str, ob: Observation | None) -> bool:
+        """A safety violation ends the episode (recorded, status ``safety_abort``) with the arm stopped."""
+        self.status, self.safety_abort = "safety_abort", reason
+        with contextlib.suppress(Exception):
+            self.robot.stop()
+        if len(self.rec.commanded) < len(self.rec.obs):  # the last observation's action: the stop's hold
+            self.rec.commanded.append(self.safety.hold_command(None if ob is None else ob.data))
+        return False
 
     # ------------------------------------------------------------------ the phases of a tick
     def _wait_for_slot(self) -> float:
@@ -311,6 +358,8 @@ class _Episode:
         """The latest observation (aborts when the link is lost or it is stale), and whether it is new."""
         try:
             self.ob = ob = self.robot.get_observation()
+        except SafetyStop:
+            raise  # the tick ends the episode for safety
         except Exception as e:
             raise self.abort(f"robot link lost ({e})", e) from e
         timeout = self.cfg.obs_timeout_s
@@ -374,14 +423,19 @@ class _Episode:
             prefix = execution.prefix(self, ob)
             self.pending = _Request(self.loop._submit(self.hist, self.noise, prefix), ob, self.tick, now)
 
-    def _command(self, ob: Observation, now: float, new_obs: bool) -> None:
-        """Send the action due at tick + lead through the safety filter, or hold (the watchdog may stop)."""
+    def _command(self, ob: Observation, now: float, new_obs: bool, person: np.ndarray | None = None) -> None:
+        """Send the person's command, else the action due at tick + lead, through the safety filter, or hold
+        (the watchdog may stop)."""
         safety = self.safety
         for s in [s for s in self.schedule if s < self.tick + self.lead]:
             del self.schedule[s]
         slot = self.tick + self.lead
         action = self.schedule.pop(slot, None)
-        if action is not None:
+        if person is not None:
+            cmd = safety.filter(person, ob.data, now)
+            self.acted.add(slot)
+            self.person.add(slot)
+        elif action is not None:
             cmd = safety.filter(action, ob.data, now)
             self.acted.add(slot)
         else:
@@ -392,10 +446,15 @@ class _Episode:
                 )
             self.stats["held_ticks"] += 1
             cmd = safety.hold(ob.data)
+        if self.loop.teleop is not None:  # a takeover keeps the gripper as the last command left it
+            self.loop.teleop.note_command(cmd)
         self.sent[slot] = np.asarray(cmd, dtype=np.float64)
         self.sent.pop(slot - self.loop.horizon - self.lead, None)
         try:
             self.robot.send_action(cmd, self.t0 + slot * self.loop.dt)
+            self.commanded_ticks += 1
+        except SafetyStop:
+            raise  # the caller's tick ends the episode for safety
         except Exception as e:
             raise self.abort(f"robot link lost while commanding ({e})", e) from e
         if new_obs:
@@ -421,7 +480,7 @@ class _Episode:
             "started": ob is not None,  # False: the reset failed, nothing ran
             "success": self.success,
             "status": self.status,
-            "steps": int(ob.info.get("step", self.tick)) if ob is not None else 0,
+            "steps": int(ob.info.get("step", self.commanded_ticks)) if ob is not None else 0,
             "ticks": self.tick,
             "lead_ticks": self.lead,
             "infer_ms_mean": float(np.mean(infer_ms)) if infer_ms else None,
@@ -430,12 +489,19 @@ class _Episode:
             "tick_late_ms_mean": float(np.mean(late_ms)) if late_ms else None,
             "tick_late_ms_p99": float(np.percentile(late_ms, 99)) if late_ms else None,
             **self.stats,
+            "safety_abort": self.safety_abort,
+            "intervention_steps": sum(1 for s in self._step_slots() if s + 1 in self.person),
             "arrays": rec.arrays(),
             # per recorded step: the arm held after it (no policy action was due in the next slot)
-            "held_steps": [
-                s + 1 not in self.acted for s in rec.slots[: min(len(rec.obs), len(rec.commanded))]
-            ],
+            "held_steps": [s + 1 not in self.acted for s in self._step_slots()],
+            # per recorded step: the action after it was a person's (teleop), not the policy's
+            "interventions": [s + 1 in self.person for s in self._step_slots()],
         }
+
+    def _step_slots(self) -> list[int]:
+        """The control slot of each recorded step."""
+        rec = self.rec
+        return rec.slots[: min(len(rec.obs), len(rec.commanded))]
 
     def abort(self, reason: str, cause: BaseException | None = None) -> DeployError:
         """Stop the arm and return the episode's :class:`DeployError` (what was recorded attached)."""

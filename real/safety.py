@@ -57,6 +57,11 @@ class SafetyConfig:
     position_slice: list[int] = field(default_factory=lambda: [0, 3])  # [start, stop] of the position in it
     hold_after_s: float = 0.25  # watchdog: hold position when no fresh action arrived for this long
     stop_after_s: float = 1.0  # watchdog: stop the arm after this long
+    # ours: the measured position (delta: the hand's xyz; absolute: the joints) beyond the workspace box /
+    # command bounds by more than this aborts the episode (None: never; the limits alone bound the commands)
+    abort_margin: float | None = None
+    # ours (robosteer-steer on a robot): this many safety-aborted episodes in a row stop the run
+    max_consecutive_aborts: int = 3
 
     def validate(self) -> None:
         """Refuse configs the filter cannot enforce (a NaN limit would let every command through)."""
@@ -88,6 +93,16 @@ class SafetyConfig:
             raise ValueError("safety.workspace_low and safety.workspace_high must be given together")
         if (self.command_low is None) != (self.command_high is None):
             raise ValueError("safety.command_low and safety.command_high must be given together")
+        if self.abort_margin is not None and not (
+            math.isfinite(self.abort_margin) and self.abort_margin >= 0
+        ):
+            raise ValueError(
+                f"safety.abort_margin={self.abort_margin} is not valid: expected a finite value >= 0"
+            )
+        if int(self.max_consecutive_aborts) < 1:
+            raise ValueError(
+                f"safety.max_consecutive_aborts={self.max_consecutive_aborts} is not valid: expected >= 1"
+            )
         if not 0 < self.hold_after_s <= self.stop_after_s:
             raise ValueError(
                 f"safety watchdog needs 0 < hold_after_s <= stop_after_s, got {self.hold_after_s}, {self.stop_after_s}"
@@ -335,6 +350,29 @@ class SafetyFilter:
         return cmd
 
     # ------------------------------------------------------------------ watchdog
+    def violation(self, obs: Mapping[str, np.ndarray] | None) -> str | None:
+        """Why the episode must be aborted now, or None: the measured position past the workspace box
+        (delta) / command bounds (absolute) by more than ``abort_margin``. (An e-stop stops the run.)"""
+        c = self.config
+        pos, finite = self._finite_position(obs)
+        if c.abort_margin is None or not c.enabled or pos is None or not finite:
+            return None
+        if c.kind == "delta" and c.workspace_low is not None:
+            lo, hi = np.asarray(c.workspace_low), np.asarray(c.workspace_high)
+        elif c.kind == "absolute" and c.command_low is not None:
+            n = len(pos)
+            lo, hi = np.asarray(c.command_low)[:n], np.asarray(c.command_high)[:n]
+        else:
+            return None
+        past = np.maximum(lo - c.abort_margin - pos, pos - hi - c.abort_margin)  # > 0: outside
+        if np.any(past > 0):
+            where = "workspace" if c.kind == "delta" else "joint limits"
+            return (
+                f"measured position {np.round(pos, 4).tolist()} is outside the {where} by "
+                f"{float(np.max(past)) + c.abort_margin:.4g} (> safety.abort_margin={c.abort_margin})"
+            )
+        return None
+
     def watchdog(self, now: float | None = None) -> str:
         """``ok`` / ``hold`` / ``stop`` given the time since the last fresh (policy) command."""
         now = time.time() if now is None else now

@@ -18,6 +18,15 @@ show it); a connection whose ``hello`` lacks it is refused with the close reason
 local process can reset or command the twin past the safety filter. The twin exits when the process that
 spawned it dies (even by ``kill -9``): it polls its parent PID, since ``PR_SET_PDEATHSIG`` fires when the
 spawning *thread* exits, which would kill a twin connected from a short-lived thread.
+
+``real_mode``: the twin behaves as a real arm does, so the whole real-arm path runs in tests. Its observations
+carry what the arm's sensors give (the configured keys: a state base's ``state`` stands for a tracker's poses,
+a pixel base gets proprio and camera frames) and no success, reward or episode seed; episodes end only at
+the time limit; and it never resets the scene itself: the runtime's ``reset`` starts an episode from the
+scene as the person left it, and is refused when nobody reset it since the last one. The person's part
+(putting the scene back, :meth:`SimTwinRobot.reset_scene`) and the hidden truth a scripted operator or judge
+reads (:meth:`SimTwinRobot.hidden`: the full state, the success, the scripted expert's action for a person's
+hands) travel outside the observation, for the test harness only (real/scripted.py).
 """
 
 from __future__ import annotations
@@ -56,6 +65,8 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------------------
 # The twin process
 
+REAL_INFO = ("step", "done", "applied_action", "twin_stats")  # what a real-mode twin reports of itself
+
 
 class _Twin:
     """The server side: env, clock, fault injection. Runs inside the twin process's event loop."""
@@ -71,8 +82,12 @@ class _Twin:
             image_size=int(cfg.get("image_size", 84)),
             max_episode_steps=cfg.get("max_episode_steps"),
             seed=int(cfg.get("seed", 0)),
-            terminate_on_success=bool(cfg.get("end_on_success", True)),
+            terminate_on_success=bool(cfg.get("end_on_success", True)) and not cfg.get("real_mode"),
         )
+        self.real_mode = bool(cfg.get("real_mode", False))
+        self.scene_ready = False  # real mode: the person reset the scene since the last episode began
+        self.success_any = False  # since the scene was reset: the hidden truth a scripted judge reads
+        self.expert: Any = None  # real mode: the task's scripted expert, a scripted person's hands
         self.dt = 1.0 / float(cfg["rate_hz"])
         self.rng = random.Random(int(cfg.get("seed", 0)))
         self.np_rng = np.random.default_rng(int(cfg.get("seed", 0)))
@@ -128,12 +143,33 @@ class _Twin:
                 value = (value + noise).astype(np.float32)
             out[key] = value
         self.seq += 1
-        return {
+        msg = {
             "type": "obs",
             "seq": self.seq,
             "timestamp": time.time(),
             "obs": out,
             "info": {**info, "done": done},
+        }
+        if self.real_mode:  # what an arm reports of itself; the truth goes to the harness, apart
+            msg["info"] = {k: v for k, v in msg["info"].items() if k in REAL_INFO}
+            msg["harness"] = self._hidden(info.get("success", False))
+        return msg
+
+    def _hidden(self, success: bool) -> dict[str, Any]:
+        """The truth behind a real-mode observation: the full state (no noise) and the success, now and at
+        any step since the scene was reset."""
+        self.success_any = self.success_any or bool(success)
+        state = np.asarray(self.env._mw._get_obs(), dtype=np.float32)  # (39,)
+        if self.expert is None:
+            from robosteer.sim.experts import ScriptedExpert
+
+            self.expert = ScriptedExpert(self.env.task)
+        expert = self.expert.act({"state": state})  # (4,) what a person's hands would do now
+        return {
+            "state": state,
+            "success": bool(success),
+            "success_any": self.success_any,
+            "expert_action": expert,
         }
 
     def _handle(self, msg: dict[str, Any]) -> None:
@@ -159,6 +195,16 @@ class _Twin:
                 else:
                     self.commands.append((float(t), a))
             self.commands.sort(key=lambda c: c[0])
+        elif kind == "scene":  # the harness's person puts the scene back (real mode's only reset)
+            self.active = False
+            self.commands.clear()
+            obs, info = self.env.reset(seed=None if msg.get("seed") is None else int(msg["seed"]))
+            self.scene_ready, self.success_any, self._scene_obs = True, False, obs
+            self._send_later(
+                {"type": "scene_ok", "id": msg.get("id"), "episode_seed": int(info["episode_seed"])}
+            )
+        elif kind == "reset" and self.real_mode:
+            self._begin_real_episode(msg)
         elif kind == "reset":
             seed = msg.get("seed")
             obs, info = self.env.reset(seed=None if seed is None else int(seed))
@@ -176,6 +222,19 @@ class _Twin:
             self._send_later({"type": "stop_ok", "id": msg.get("id")})
         elif kind == "ping":
             self._send_later({"type": "pong", "id": msg.get("id"), "stats": dict(self.stats)})
+
+    def _begin_real_episode(self, msg: dict[str, Any]) -> None:
+        """Real mode: an episode starts from the scene as the person left it, never from one the twin resets."""
+        if not self.scene_ready:
+            why = "real mode: nobody reset the scene since the last episode began (resets=operator: the person does)"
+            self._send_later(error_message("no_scene", why) | {"id": msg.get("id")})
+            return
+        self.scene_ready = False
+        self.commands.clear()
+        self.last_action = np.zeros(4)
+        self.active = True
+        reply = self._obs_msg(self._scene_obs, {"step": 0, "success": False}, done=False)
+        self._send_later(reply | {"type": "reset_ok", "id": msg.get("id")})
 
     def step(self) -> None:
         """One control period: execute the newest due command (or hold), step, publish the observation."""
@@ -200,6 +259,8 @@ class _Twin:
             "episode_seed": int(info["episode_seed"]),
             "applied_action": action.astype(np.float32),
         }
+        if self.real_mode:  # a real arm's episode ends at its time limit, never at a success nobody reports
+            done = bool(truncated)
         if done:
             self.active = False
             out_info["twin_stats"] = dict(self.stats)
@@ -343,6 +404,8 @@ class SimTwinRobot(Robot):
             real arm's drivers give them); cameras, image_size: the rendered views (obs other than "state").
         end_on_success: end an episode at the task's success (False: at its time limit only, as a real arm,
             so a learner paid by an operator or a classifier cannot read the success from the episode's end).
+        real_mode: behave as a real arm (module docstring): no success, reward or seed in the observations,
+            episodes end at the time limit, and only :meth:`reset_scene` (the person) resets the scene.
         spawn: start the twin process here; False connects to a twin already listening on ``port``.
         token: the twin's link token; with ``spawn`` a fresh one is generated per connect when None,
             without it the token of the twin listening on ``port`` (it refuses any other).
@@ -361,6 +424,7 @@ class SimTwinRobot(Robot):
         seed: int = 0,
         max_episode_steps: int | None = None,
         end_on_success: bool = True,
+        real_mode: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
         spawn: bool = True,
@@ -372,7 +436,7 @@ class SimTwinRobot(Robot):
         image_size: int = 84,
     ) -> None:
         super().__init__(control_mode)
-        from robosteer.sim.metaworld_env import OBS_MODES
+        from robosteer.sim.obs_modes import OBS_MODES
 
         if obs not in OBS_MODES:
             raise ValueError(f"obs={obs!r} is not valid for the sim twin: expected one of {list(OBS_MODES)}")
@@ -393,6 +457,7 @@ class SimTwinRobot(Robot):
             "seed": int(seed),
             "max_episode_steps": max_episode_steps,
             "end_on_success": bool(end_on_success),
+            "real_mode": bool(real_mode),
             "host": host,
             "port": int(port),
             "obs": obs,
@@ -403,6 +468,7 @@ class SimTwinRobot(Robot):
         self._token = token  # never in self.cfg: that dict is what callers may record
         self._link_token: str | None = None
         self.timeout_s = float(timeout_s)
+        self._hidden: dict[str, Any] | None = None  # real mode: the harness's truth behind the latest obs
         self.process: mp.process.BaseProcess | None = None
         self._ws: Any = None
         self._reader: threading.Thread | None = None
@@ -502,6 +568,9 @@ class SimTwinRobot(Robot):
                     with self._obs_lock:
                         if self._latest is None or ob.seq > self._latest.seq:
                             self._latest = ob
+                            self._hidden = msg.get("harness")
+                elif msg["type"] == "error" and msg.get("id") is not None:
+                    self._replies.put(msg)  # a request refused: its caller raises with the reason
                 elif msg["type"] == "error":
                     self._errors.append(f"{msg.get('code')}: {msg.get('message')}")
                 else:
@@ -527,6 +596,8 @@ class SimTwinRobot(Robot):
             raise RobotError(f"sim twin did not answer {msg['type']!r} within {self.timeout_s} s") from None
         except Exception as e:
             raise RobotError(f"sim twin connection failed during {msg['type']!r}: {e}") from e
+        if reply["type"] == "error":
+            raise RobotError(f"sim twin refused {msg['type']!r}: {reply.get('message')}")
         if reply["type"] != expect:
             raise RobotError(
                 f"sim twin answered {msg['type']!r} with {reply['type']!r} (errors: {self._errors[-3:]})"
@@ -546,9 +617,21 @@ class SimTwinRobot(Robot):
             dict(reply["obs"]), float(reply["timestamp"]), int(reply["seq"]), dict(reply["info"])
         )
         with self._obs_lock:
-            self._latest = ob
+            self._latest, self._hidden = ob, reply.get("harness")
         self._last_action = np.zeros(4)
         return ob
+
+    def reset_scene(self, seed: int | None = None) -> int:
+        """Real mode's person: put the scene back (the initial state of ``seed``); the test harness's reset,
+        never the runtime's. Returns the episode seed the scene was drawn from."""
+        return int(self._request({"type": "scene", "seed": seed}, "scene_ok")["episode_seed"])
+
+    def hidden(self) -> dict[str, Any] | None:
+        """Real mode: the truth behind the latest observation (``state`` (39,), ``success``, ``success_any``
+        since the scene was reset), for a scripted operator or judge in the test harness only; the control
+        loop and the learner never read it."""
+        with self._obs_lock:
+            return self._hidden
 
     def get_observation(self) -> Observation:
         with self._obs_lock:

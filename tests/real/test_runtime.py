@@ -259,3 +259,93 @@ def test_a_fault_between_episodes_is_reported_like_one_inside(
     assert fake_robot.stops > stops
     with open_dataset(tmp_path / "episodes.hdf5") as demos:
         assert demos.num_episodes == 1
+
+
+class _Person:
+    """A scripted person: holds the arm from tick ``start`` for ``ticks`` ticks with ``command``."""
+
+    def __init__(self, start: int, ticks: int, command: np.ndarray) -> None:
+        self.start, self.ticks, self.command_value = start, ticks, command
+        self.calls, self.resets, self.noted = 0, 0, []
+
+    def reset(self) -> None:
+        self.resets += 1
+
+    def note_command(self, cmd: np.ndarray) -> None:
+        self.noted.append(np.asarray(cmd))
+
+    def command(self, obs: dict[str, np.ndarray]) -> np.ndarray | None:
+        self.calls += 1
+        return self.command_value if self.start <= self.calls - 1 < self.start + self.ticks else None
+
+
+def test_a_person_takes_over_their_commands_are_filtered_recorded_and_the_plan_restarts_on_hand_back(
+    fake_robot: FakeRobot,
+) -> None:
+    """teleop: while the person holds control their command (through the safety filter) is sent instead of
+    the policy's, the steps are marked as interventions (not held), the policy's plan in flight is dropped,
+    and on hand-back the next chunk is planned from an observation taken after the takeover."""
+    fake_robot.max_steps, fake_robot.rate_hz = 40, 100.0
+    policy = ScriptedChunkPolicy(np.array([0.0, 0.0, 0.1, 0.5]))
+    person = _Person(start=6, ticks=10, command=np.array([2.0, 0.0, 0.0, 1.0]))  # x beyond the bound
+    loop = make_loop(fake_robot, policy, mode="sync", safety={"hold_after_s": 0.2, "stop_after_s": 1.0})
+    loop.teleop = person
+    ep = loop.run_episode(seed=0)
+    sent = np.array([a for a, _ in fake_robot.sent])  # (ticks, 4)
+    persons = sent[sent[:, 0] > 0.5]  # the policy's x stays below 0.1
+    assert len(persons) == 10 and np.allclose(persons[:, 0], 1.0)  # clipped to the command bound, every one
+    flags = np.asarray(ep["interventions"])
+    assert flags.sum() == ep["intervention_steps"] and 8 <= flags.sum() <= 10  # a step's obs may be merged
+    held = np.asarray(ep["held_steps"])
+    assert not held[flags].any()  # a person's step is an acted step, not a hold
+    after = [w[0, -1, 0] for w in policy.windows]  # the hand's x in each planned window
+    assert max(after) >= 0.09  # a chunk was planned from where the person left the arm (x = 10 x 0.01)
+    assert person.resets == 1 and len(person.noted) == len(fake_robot.sent)
+    loop.close()
+
+
+def test_the_measured_position_past_the_workspace_aborts_the_episode_not_the_run(
+    fake_robot: FakeRobot,
+) -> None:
+    """safety.abort_margin: the hand 0.01 past the workspace edge + margin ends the episode (status
+    safety_abort, the arm stopped, recorded), where the filter's limits alone only bound the commands."""
+    fake_robot.max_steps = 200
+    policy = ScriptedChunkPolicy(np.array([0.0, 0.0, 1.0, 0.0]))  # up, 0.01 per step
+    limits = {"workspace_low": [-1.0, -1.0, -1.0], "workspace_high": [1.0, 1.0, 0.05], "abort_margin": 0.02}
+    loop = make_loop(fake_robot, policy, mode="sync", safety=limits)
+    # the workspace bounds commands: push the hand past it as a collision would, then the check fires
+    original = fake_robot.send_action
+
+    def pushed(action: np.ndarray, timestamp: float | None = None) -> None:
+        original(action, timestamp)
+        fake_robot.pos[2] += 0.01  # something shoves the arm up beyond what was commanded
+
+    fake_robot.send_action = pushed  # type: ignore[method-assign]
+    ep = loop.run_episode(seed=0)
+    assert ep["status"] == "safety_abort" and "safety.abort_margin=0.02" in ep["safety_abort"]
+    assert fake_robot.pos[2] > 0.07 - 1e-9 and fake_robot.stops >= 1
+    arrays = ep["arrays"]
+    assert len(arrays["actions"]) == len(
+        arrays["obs"]["state"]
+    )  # the last step recorded with the stop's hold
+    loop.close()
+
+
+def test_a_protective_stop_the_robot_reports_ends_the_episode_for_safety(fake_robot: FakeRobot) -> None:
+    from robosteer.real.robot import SafetyStop
+
+    fake_robot.max_steps = 200
+    policy = ScriptedChunkPolicy(np.array([0.0, 0.0, 0.1, 0.0]))
+    loop = make_loop(fake_robot, policy, mode="sync")
+    original = fake_robot.get_observation
+
+    def observe() -> Any:
+        if fake_robot.step >= 12:
+            raise SafetyStop("protective stop (safety mode 3)")
+        return original()
+
+    fake_robot.get_observation = observe  # type: ignore[method-assign]
+    ep = loop.run_episode(seed=0)
+    assert ep["status"] == "safety_abort" and "protective stop" in ep["safety_abort"]
+    assert ep["arrays"] is not None and fake_robot.stops >= 1
+    loop.close()

@@ -409,3 +409,32 @@ def test_unknown_key_without_a_near_match_has_no_hint_and_reset_flags_are_bools(
     f.estop()
     f.reset()
     assert f.estopped is False and f.stopped is False
+
+
+def test_the_measured_position_past_the_limits_by_more_than_the_margin_is_a_violation():
+    """abort_margin: delta kind reads the hand against the workspace box, absolute kind the joints against
+    the command bounds; within the margin (or with no margin) nothing is a violation."""
+    from robosteer.real.safety import SafetyConfig, SafetyFilter
+
+    box = {"workspace_low": [0.0, 0.0, 0.0], "workspace_high": [1.0, 1.0, 1.0], "abort_margin": 0.05}
+    f = SafetyFilter(SafetyConfig(**box), 4, 0.01)
+    assert f.violation({"state": np.array([1.04, 0.5, 0.5])}) is None  # 0.04 past: inside the margin
+    why = f.violation({"state": np.array([0.5, -0.06, 0.5])})
+    assert why is not None and "outside the workspace by 0.06" in why
+    assert (
+        SafetyFilter(SafetyConfig(**{**box, "abort_margin": None}), 4, 0.01).violation(
+            {"state": np.array([5.0, 5.0, 5.0])}
+        )
+        is None
+    )
+    joints = SafetyConfig(
+        kind="absolute", command_low=[-1.0, -2.0], command_high=[1.0, 2.0], abort_margin=0.1,
+        position_key="q", position_slice=[0, 2],
+    )  # fmt: skip
+    g = SafetyFilter(joints, 2, 0.01)
+    assert g.violation({"q": np.array([1.05, -2.05])}) is None
+    assert "joint limits by 0.2" in g.violation({"q": np.array([0.0, 2.2])})
+    with pytest.raises(ValueError, match="abort_margin=-1"):
+        SafetyConfig(abort_margin=-1.0).validate()
+    with pytest.raises(ValueError, match="max_consecutive_aborts=0"):
+        SafetyConfig(max_consecutive_aborts=0).validate()

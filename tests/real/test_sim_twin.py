@@ -277,3 +277,29 @@ def test_twin_exits_when_its_parent_is_killed() -> None:
             parent.wait(10)
         if twin_pid is not None and _alive(twin_pid):
             os.kill(twin_pid, signal.SIGKILL)  # the twin this test started, left over by a failure
+
+
+def test_a_real_mode_twin_reports_what_an_arm_reports_and_resets_only_when_the_person_does() -> None:
+    """real_mode: no success, reward or seed in the observations, no episode end at a success, and the
+    runtime's reset is refused until the scene is reset (the person's door); the hidden truth (state,
+    success, the expert's action) reaches only the harness's accessor."""
+    from robosteer.real.robot import RobotError
+
+    with SimTwinRobot("push-v3", rate_hz=400.0, max_episode_steps=30, real_mode=True) as robot:
+        with pytest.raises(RobotError, match="nobody reset the scene"):
+            robot.reset(0)
+        assert robot.reset_scene(11) == 11  # the episode seed the scene was drawn from
+        ob = robot.reset(0)
+        assert set(ob.info) <= {"step", "done", "applied_action", "twin_stats"} and set(ob.data) == {"state"}
+        hidden = robot.hidden()
+        np.testing.assert_allclose(hidden["state"], ob.data["state"], atol=1e-6)  # no noise configured
+        assert hidden["success_any"] is False and hidden["expert_action"].shape == (4,)
+        deadline = time.time() + 10
+        while not robot.get_observation().info.get("done") and time.time() < deadline:
+            robot.send_action(np.array([0.0, 0.0, 0.0, 0.0]), time.time())
+            time.sleep(0.003)
+        last = robot.get_observation()
+        assert last.info["done"] and last.info["step"] == 30  # only the time limit ends it
+        assert "success" not in last.info and "reward" not in last.info
+        with pytest.raises(RobotError, match="nobody reset the scene"):
+            robot.reset(1)  # the next episode needs the person again
