@@ -132,19 +132,65 @@ def ingest(
     held: list[bool] | None,
     n_obs_steps: int,
     exec_steps: int,
+    demos: Any = None,
 ) -> tuple[int, float]:
     """A learned episode (as recorded, cut where it succeeded) into ``buffer``: its chunk transitions with the
-    learner's extra fields; the learner sees their states. Returns the number of transitions."""
-    from robosteer.policies.steering.loop import with_extras
-    from robosteer.real.steering import recorded_transitions
-
+    learner's extra fields; the learner sees their states. The chunks a person commanded (interventions) go
+    to ``demos`` (the demonstration replay) as well. Returns the number of transitions and their return."""
     keys = learner.obs_keys
-    t = recorded_transitions(arrays, keys, n_obs_steps, exec_steps, cfg, held)
-    t = with_extras(learner, t, keys, gen)
+    t, person = _transitions(learner, gen, cfg, arrays, held, n_obs_steps, exec_steps)
     t = {k: v.to(buffer.device) for k, v in t.items()}
     buffer.add(**t)
-    learner.observe_recorded({k: t[f"obs/{k}"] for k in keys})
+    if demos is not None and person is not None and bool(person.any()):
+        demos.add(**{k: v[person.to(v.device)] for k, v in t.items()})
+    obs = {k: t[f"obs/{k}"] for k in keys}
+    learner.observe_recorded(obs)
+    success = bool(np.asarray(arrays["dones"]).any()) and not arrays.get("safety_abort")
+    learner.observe_recorded_episode(obs, t["taken"], success, person)
     return len(t["reward"]), float(t["reward"].sum())
+
+
+def ingest_demos(
+    learner: OnlineLearner,
+    demos: Any,
+    gen: torch.Generator,
+    cfg: OnlineRunConfig,
+    arrays: dict[str, Any],
+    held: list[bool] | None,
+    n_obs_steps: int,
+    exec_steps: int,
+) -> int:
+    """Only the intervention chunks of a learned episode into ``demos``: a resumed run rebuilds what its
+    demonstration replay held (that replay is rebuilt, not checkpointed). Returns how many."""
+    if demos is None:
+        return 0
+    t, person = _transitions(learner, gen, cfg, arrays, held, n_obs_steps, exec_steps)
+    if person is None or not bool(person.any()):
+        return 0
+    demos.add(**{k: v[person].to(demos.device) for k, v in t.items()})
+    return int(person.sum())
+
+
+def _transitions(
+    learner: OnlineLearner,
+    gen: torch.Generator,
+    cfg: OnlineRunConfig,
+    arrays: dict[str, Any],
+    held: list[bool] | None,
+    n_obs_steps: int,
+    exec_steps: int,
+) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+    """(an episode's chunk transitions with the learner's extras, the chunks a person commanded or None)."""
+    from robosteer.policies.steering.loop import with_extras
+    from robosteer.real.steering import learner_embedding, recorded_keys, recorded_transitions
+
+    gamma = float(learner.config.gamma) if arrays.get("safety_abort") else None  # the abort's target
+    embedding = learner_embedding(learner)  # a pixel base: the frames become its embedding here
+    transform = None if embedding is None else embedding.transform
+    keys = recorded_keys(learner)
+    t = recorded_transitions(arrays, keys, n_obs_steps, exec_steps, cfg, held, gamma, transform)
+    person = t.pop("person", None)
+    return with_extras(learner, t, learner.obs_keys, gen), person
 
 
 class LearnerWorker:
@@ -168,6 +214,7 @@ class LearnerWorker:
         learn_slice: int,
         weights_every: int,
         threads: int = 1,
+        demo_room: int = 0,
     ) -> None:
         from robosteer.policies.engine import resolve_device
 
@@ -177,7 +224,7 @@ class LearnerWorker:
         self.weights_every = weights_every
         self.device = resolve_device(cfg.device)
         space = {k: ShapeOnly(tuple(s)) for k, s in shapes.items()}
-        self.buffer, self.offline_buf = replays(learner, space, cfg, self.device, offline)
+        self.buffer, self.offline_buf = replays(learner, space, cfg, self.device, offline, demo_room)
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.counters: dict[str, Any] = {
             "transitions": 0,
@@ -215,6 +262,7 @@ class LearnerWorker:
                     held,
                     self.n_obs_steps,
                     self.exec_steps,
+                    self.offline_buf,
                 )
                 c = self.counters
                 c["transitions"] += n
@@ -227,6 +275,14 @@ class LearnerWorker:
                     f"episode {index} arrived but the learner expected episode {self.counters['episodes']}"
                 )
             return {**self._stats(), "last_return": ret}
+
+    def add_demos(self, arrays: dict[str, Any], held: list[bool] | None, seed: int) -> int:
+        """A learned episode's intervention chunks into the demonstration replay (a resumed run's rebuild)."""
+        gen = torch.Generator(device=self.device).manual_seed(seed)
+        with self.cond:
+            return ingest_demos(
+                self.learner, self.offline_buf, gen, self.cfg, arrays, held, self.n_obs_steps, self.exec_steps
+            )
 
     def stats(self) -> dict[str, Any]:
         with self.cond:
@@ -298,6 +354,8 @@ class LearnerWorker:
         self.published = (int(self.counters["updates"]), _cpu(self.learner.state_dict()))
 
     def _stats(self) -> dict[str, Any]:
+        from robosteer.real.steering import simulators_imported
+
         c = self.counters
         return {
             **{k: c[k] for k in ("transitions", "updates", "episodes", "backlog")},
@@ -306,6 +364,7 @@ class LearnerWorker:
             "busy_updates_per_s": c["updates"] / self.busy_s if self.busy_s > 0 else None,
             "info": dict(self.info),
             "fault": self.fault,
+            "simulators_imported": simulators_imported(),  # this process's: none, on a real arm
         }
 
 
@@ -383,6 +442,9 @@ class RayLearner:
 
     def add_episode(self, index: int, arrays: dict[str, Any], held: list[bool] | None) -> dict[str, Any]:
         return self._checked(self._call("add_episode", index, arrays, held))
+
+    def add_demos(self, arrays: dict[str, Any], held: list[bool] | None, seed: int) -> int:
+        return int(self._call("add_demos", arrays, held, seed))
 
     def stats(self) -> dict[str, Any]:
         return self._checked(self._call("stats"))

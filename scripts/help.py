@@ -192,6 +192,7 @@ def choices(command: str, cfg: DictConfig) -> dict[str, tuple[str, ...]]:
         out |= {"run.reward": REWARDS, "variant": dsrl.VARIANTS, "dsrl.backup": dsrl.BACKUPS}
         out |= {"critic_obs": steer.CRITIC_OBS, "actor_obs": steer.ACTOR_OBS}
         out |= {"robot_reward": steer_robot.ROBOT_REWARDS, "resets": steer_robot.RESETS}
+        out |= {"teleop": steer_robot.TELEOPS, "operator": steer_robot.OPERATORS}
         out |= {"expo.policy": expo.POLICIES, "expo.action": expo.ACTIONS}
         out |= {"expo.backup_base": expo.BACKUP_BASES, "expo.bc_online": expo.BC_ONLINE}
     if command == "train":

@@ -20,6 +20,7 @@ def register(eval_sources: bool = False) -> None:
     from robosteer.policies.steering.expo import EXPOConfig, EXPORunConfig
     from robosteer.policies.value.calql import CalQLConfig
     from robosteer.policies.value.iql import IQLConfig
+    from robosteer.real.steering import ArmEvalConfig
 
     register_resolvers()
     store = ConfigStore.instance()
@@ -30,6 +31,7 @@ def register(eval_sources: bool = False) -> None:
         "expo_run": without(EXPORunConfig, TOP_LEVEL["run"] + LIBRARY_ONLY["run"]),
         "calql": CalQLConfig,
         "iql": IQLConfig,
+        "arm_eval": ArmEvalConfig,
     }
     for name, node in schemas.items():
         store.store(group="schema", name=name, node=node)

@@ -28,7 +28,7 @@ from robosteer.scripts.common import (
     start_run,
     write_metrics,
 )
-from robosteer.scripts.steer_robot import check_robot_steering, robot_rewards, steer_on_robot
+from robosteer.scripts.steer_robot import check_robot_steering, real_arm, robot_rewards, steer_on_robot
 
 if TYPE_CHECKING:
     from robosteer.policies.bases import LoadedBase
@@ -265,7 +265,7 @@ def steerability(
     s: Steering,
     agent: Any,
     offline: dict[str, Any] | None,
-    evaluate: Callable[..., dict[str, Any]],
+    evaluate: Callable[..., dict[str, Any]] | None,
     ckpt_dir: Path | None = None,
 ) -> Any:
     """Measure how far the base's executed chunk moves with DSRL's latent (policies/steering/steerability.py)
@@ -291,7 +291,7 @@ def steerability(
     try:
         check = measure(agent, states, k, gen)
         directions, episodes = int(s.cfg.steerability.directions), int(s.cfg.steerability.episodes)
-        if directions > 0:  # the same evaluation episodes at each fixed latent: a paired comparison
+        if directions > 0 and evaluate is not None:  # the same episodes at each fixed latent: paired
             policies = fixed_latent_policies(agent, directions, gen)
             success = [float(evaluate(policy, episodes)["success_rate"]) for policy in policies]
             check = dataclasses.replace(check, direction_success=tuple(success))
@@ -426,10 +426,13 @@ def evaluator(cfg: DictConfig, steering: Steering, default_episodes: int) -> Cal
     return eval_fn
 
 
-def base_evaluation(cfg: DictConfig, run_dir: Path, eval_fn: Callable, base: Any) -> dict[str, Any] | None:
-    """The stock sampler's figure (fresh N(0, I) noise), measured once per run: a resumed run reads it."""
+def base_evaluation(
+    cfg: DictConfig, run_dir: Path, eval_fn: Callable | None, base: Any
+) -> dict[str, Any] | None:
+    """The stock sampler's figure (fresh N(0, I) noise), measured once per run: a resumed run reads it. On a
+    real arm (``eval_fn`` None) the robot run measures it on the arm, and this reads what it saved."""
     saved = run_dir / "base_eval.json"
-    if cfg.eval_base and not (cfg.resume and saved.exists()):
+    if cfg.eval_base and eval_fn is not None and not (cfg.resume and saved.exists()):
         metrics = eval_fn(base)
         atomic_write_text(saved, json.dumps(metrics, indent=2))
         return metrics
@@ -454,9 +457,10 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     offline_file, exec_steps = steering.offline_path, steering.exec_steps
     agent, offline, run_loop = ALGOS[algo][0](steering)
     run_cfg = run_config(cfg, device)
-    eval_fn = evaluator(cfg, steering, run_cfg.eval_episodes)
+    on_arm = bool(cfg.get("robot")) and real_arm(cfg)  # no simulator in this process: the arm is judged
+    eval_fn = None if on_arm else evaluator(cfg, steering, run_cfg.eval_episodes)
     check = None
-    if algo == "dsrl" and cfg.base != SCRATCH:  # before an hour of training: is there anything to steer?
+    if algo == "dsrl" and cfg.base != SCRATCH and not (on_arm and offline is None):  # anything to steer?
         check = steerability(steering, agent, offline, eval_fn, loaded.ckpt_dir)
         if cfg.check_only:
             verdict = {"check_only": True, "steerability": check.as_dict()}
@@ -473,6 +477,9 @@ def steer(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     base_metrics = base_evaluation(cfg, run_dir, eval_fn, base)
     if env is None:  # the learner trains between the robot's episodes
         metrics = steer_on_robot(steering, agent, offline, run_cfg, run_dir, eval_fn, checkpoint_config)
+        if "base_eval" in metrics:  # measured on the arm, before anything was learned
+            base_metrics = metrics.pop("base_eval")
+            atomic_write_text(run_dir / "base_eval.json", json.dumps(base_metrics, indent=2))
     else:
         with env:
             metrics = run_loop(
@@ -557,7 +564,7 @@ def _main(cfg: DictConfig) -> None:
             "variant": metrics["variant"],
             "env steps": metrics["env_steps"],
             "base success": metrics["base_success_rate"],
-            initial: metrics["initial_success_rate"],
+            initial: "-" if metrics["initial_success_rate"] is None else metrics["initial_success_rate"],
             "steered success": metrics["success_rate"],
             "lift": "-" if metrics.get("lift") is None else metrics["lift"],
             "failures removed": "-"
@@ -565,6 +572,9 @@ def _main(cfg: DictConfig) -> None:
             else metrics["failures_removed"],
             "wall s": metrics["wall_time_s"],
         }
+        if metrics.get("success_ci95") and metrics.get("real_arm"):  # the arm's final judged block
+            lo, hi = metrics["success_ci95"]
+            row["final block (95% CI)"] = f"{metrics['final_block']['episodes']} ep. [{lo:.2f}, {hi:.2f}]"
         if check := metrics.get("steerability"):  # DSRL over a base policy only
             row["steerability"] = f"{check['ratio']:.2f} ({check['verdict']})"
         print(format_table([row]))

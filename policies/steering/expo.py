@@ -474,6 +474,23 @@ class EXPO(OnlineLearner):
                     )
                 del self._episodes[i]
 
+    def observe_recorded_episode(
+        self, obs: Obs, taken: torch.Tensor, success: bool, person: torch.Tensor | None
+    ) -> None:
+        """A robot's recorded episode as BC windows, as :meth:`observe` makes them from a simulator episode
+        (``bc_online="success"``: only a successful one); the chunks a person commanded (interventions) are
+        imitated whatever ``bc_online`` says. The base on disk never changes: this trains the online copy."""
+        if self.config.policy != "otf" or len(taken) == 0:
+            return
+        starts = [{k: obs[k][j] for k in self.obs_keys} for j in range(len(taken))]
+        chunks = [self.to_chunk(a[None])[0] for a in taken]  # (E, Da) each
+        windows = episode_windows(starts, chunks, self.exec_slice.start, self.noise_shape[0])
+        keep = torch.full((len(taken),), self.config.bc_online == "all" or success, device=taken.device)
+        if person is not None:
+            keep = keep | person.to(keep.device)
+        if bool(keep.any()):
+            self.bc_online.add(**{k: v[keep.to(v.device)] for k, v in windows.items()})
+
     def eval_policy(self) -> OTFPolicy:
         return OTFPolicy(self)
 

@@ -137,6 +137,13 @@ class OnlineLearner(nn.Module, ABC):
     def observe_recorded(self, obs: Obs) -> None:
         """The states of transitions cut from a recorded episode (a robot's), added to the replay together."""
 
+    def observe_recorded_episode(
+        self, obs: Obs, taken: torch.Tensor, success: bool, person: torch.Tensor | None
+    ) -> None:
+        """A recorded episode whole (a robot's): its chunk starts' windows {key: (N, To, ...)}, the executed
+        chunks ``taken`` (N, E·Da), whether it ended in success, and the chunks a person commanded (N,) or
+        None; for a learner that imitates what was executed (EXPO's base)."""
+
     def transition_fields(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         """Further replay fields stored with every transition, {name: (shape, dtype)}."""
         return {}
@@ -260,9 +267,12 @@ def replays(
     cfg: OnlineRunConfig,
     device: torch.device,
     offline: dict[str, torch.Tensor] | None = None,
+    demo_room: int = 0,
 ) -> tuple[Any, Any]:
     """(online replay, offline replay or None) of a run: the learner's transition fields, the offline
-    demonstrations with their extras from the learner as built (before a resume loads its weights)."""
+    demonstrations with their extras from the learner as built (before a resume loads its weights).
+    ``demo_room``: space in the offline replay for demonstrations added while the run goes (a person's
+    interventions on a robot); with it, that replay exists even without offline demonstrations."""
     from robosteer.policies.rl import ReplayBuffer
 
     keys = learner.obs_keys
@@ -273,8 +283,10 @@ def replays(
         offline = with_extras(
             learner, offline, keys, torch.Generator(device=device).manual_seed(cfg.seed + 1)
         )
-        offline_buf = ReplayBuffer(len(offline["reward"]), spec, device)
+        offline_buf = ReplayBuffer(len(offline["reward"]) + demo_room, spec, device)
         offline_buf.add(**offline)
+    elif demo_room:
+        offline_buf = ReplayBuffer(demo_room, spec, device)
     return buffer, offline_buf
 
 
@@ -340,6 +352,7 @@ class OnlineRun:
         offline: dict[str, torch.Tensor] | None = None,
         resume: bool = False,
         checkpoint_config: dict[str, Any] | None = None,
+        demo_room: int = 0,
     ) -> None:
         from robosteer.policies.engine import Best, RunEngine, restore_generator
         from robosteer.policies.rng import set_rng_state
@@ -357,7 +370,7 @@ class OnlineRun:
         )
         self.keys = learner.obs_keys
         self.extra_fields = learner.transition_fields()  # asked once: fixed for the run
-        self.buffer, self.offline_buf = replays(learner, obs_space, cfg, device, offline)
+        self.buffer, self.offline_buf = replays(learner, obs_space, cfg, device, offline, demo_room)
         # The loop's generator lives on the training device, so sampling there needs no host round trip.
         self.gen = torch.Generator(device=device).manual_seed(cfg.seed)
         self.counters = {

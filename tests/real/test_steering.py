@@ -220,3 +220,52 @@ def test_the_verdict_alone_makes_the_sparse_reward(success):
     assert len(t["reward"]) == 3  # the whole episode: chunks at 0, 3, 6
     np.testing.assert_array_equal(t["reward"].numpy(), [-1, -1, 0] if success else [-1, -1, -1])
     np.testing.assert_array_equal(t["done"].numpy(), [0, 0, 1] if success else [0, 0, 0])
+
+
+@pytest.mark.parametrize(("reward", "worst"), [("sparse", -10.0), ("shaped", -10.0), ("dense", 0.0)])
+def test_a_safety_abort_is_terminal_at_the_worst_return(reward, worst):
+    """γ = 0.9: the worst return of any continuation is r_min / (1 - γ): -1 / 0.1 = -10 for the -1 per chunk
+    schemes, 0 for dense (Meta-World's rewards are >= 0), so aborting is never cheaper than continuing."""
+    from robosteer.real.steering import abort_reward
+
+    assert abort_reward(reward, 0.9) == pytest.approx(worst)
+    t_len = 7
+    arrays = {
+        "obs": {"state": np.arange(t_len * 3, dtype=np.float32).reshape(t_len, 3)},
+        "actions": np.zeros((t_len, 2), dtype=np.float32),
+        "rewards": np.ones(t_len, dtype=np.float32),
+        "dones": np.zeros(t_len, dtype=np.uint8),
+        "safety_abort": True,
+    }
+    t = recorded_transitions(arrays, ("state",), 2, 3, OnlineRunConfig(reward=reward), gamma=0.9)
+    np.testing.assert_array_equal(t["done"].numpy(), [0, 0, 1])  # the aborted chunk ends the episode
+    assert t["reward"][-1].item() == pytest.approx(worst)
+    assert t["reward"][0].item() != pytest.approx(worst) or reward == "dense"  # only the last chunk
+    with pytest.raises(ValueError, match="gamma"):
+        recorded_transitions(arrays, ("state",), 2, 3, OnlineRunConfig(reward=reward))
+
+
+def test_the_chunks_a_person_commanded_are_marked_after_the_holds_are_dropped():
+    """interventions (T,) per recorded step; with holds dropped the chunks are cut from the kept steps, and a
+    chunk is the person's when any of its steps is."""
+    held = [False, False, True, False, False, False, True, False]  # 6 kept steps, Ta = 2: three chunks
+    person = [False, False, False, False, True, False, False, False]  # kept step 3 (index 4): chunk 1
+    t_len = len(held)
+    arrays = {
+        "obs": {"state": np.zeros((t_len, 3), dtype=np.float32)},
+        "actions": np.zeros((t_len, 2), dtype=np.float32),
+        "rewards": np.zeros(t_len, dtype=np.float32),
+        "dones": np.zeros(t_len, dtype=np.uint8),
+        "interventions": np.array(person),
+    }
+    t = recorded_transitions(arrays, ("state",), 1, 2, OnlineRunConfig(reward="sparse"), held)
+    np.testing.assert_array_equal(t["person"].numpy(), [False, True, False])
+    assert t["person"].dtype == torch.bool
+
+
+def test_arm_evaluation_blocks_are_checked():
+    from robosteer.real.steering import ArmEvalConfig
+
+    assert ArmEvalConfig().final_episodes == 50
+    with pytest.raises(ValueError, match="final_episodes=0"):
+        ArmEvalConfig(final_episodes=0)

@@ -704,7 +704,21 @@ def test_reward_classifier_reports_its_errors_first_and_pays_its_first_success_f
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["robot=ur"], "an evaluation on the arm's own judged episodes"),
+        (["robot=ur"], "robot=ur resets no scene itself: resets=operator"),
+        (["robot=ros2", "resets=operator"], "robot=ros2 reports no success: robot_reward=operator"),
+        (
+            ["robot=sim_twin", "robot.driver.real_mode=true", "resets=operator", "robot_reward=twin"],
+            "robot=sim_twin robot.driver.real_mode=true reports no success",
+        ),
+        (
+            ["robot=sim_twin", "teleop=scripted"],
+            "teleop=scripted stands in for a person at the twin in real mode",
+        ),
+        (["robot=sim_twin", "teleop=wand"], "teleop='wand' is not known: expected one of"),
+        (
+            ["robot=ur", "resets=operator", "robot_reward=classifier", "classifier.path=x"],
+            "robot_reward=classifier on robot=ur needs a camera",
+        ),
         (
             ["robot=sim_twin", "resets=hands"],
             "resets='hands' is not known: expected one of ['robot', 'operator']",
@@ -728,6 +742,74 @@ def test_steering_on_a_robot_refuses_what_it_cannot_do_in_one_line(setup, extra,
     p = _run("robosteer.scripts.steer", f"base={base}", *extra, "steerability.directions=0", out, cwd=work)
     assert p.returncode == 2 and message in p.stderr, p.stderr[-2000:]
     assert "Traceback" not in p.stderr
+
+
+REAL_TWIN = [  # the twin as a real arm: judged by the scripted person, evaluated on its own episodes
+    "robot.driver.real_mode=true",
+    "robot.driver.max_episode_steps=60",  # the scripted person steps in after 3 chunks without progress
+    "resets=operator",
+    "operator=scripted",
+    "robot_reward=operator",
+    "teleop=scripted",
+    "arm_eval.episodes=1",
+    "arm_eval.final_episodes=2",
+    "run.eval_every=150",
+    "eval_base=true",
+]
+
+
+def test_a_pixel_base_on_the_twin_in_real_mode_is_steered_with_no_simulator_judged_on_the_arm(pixel_base_run):
+    """robot=sim_twin real_mode, a camera base, learner=ray: the steering and learner processes import no
+    simulator (the learner embeds the recorded frames itself); the base and every evaluation are blocks of
+    judged episodes on the arm, counted apart from the training steps, the final one with its Wilson interval;
+    the scripted person's takeovers are recorded per step and learned from; kill -9 of the twin stops the run in
+    one line and resume=true finishes it (the demonstrations' interventions rebuilt); the base never changes."""
+    import signal
+    import time
+
+    import h5py
+
+    work, base = pixel_base_run
+    before = state_dict_hash(load_policy(base, which="ema"))
+    cmd = [sys.executable, "-m", "robosteer.scripts.steer", f"base={base}", *TWIN, *REAL_TWIN, "learner=ray"]
+    cmd += ["run.checkpoint_every=100", "out=real_twin"]
+    proc = subprocess.Popen([*cmd, "env_steps=100000"], cwd=work, env=ENV, stderr=subprocess.PIPE, text=True)
+    run = work / "real_twin"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not (run / "checkpoints" / "latest").exists():
+        time.sleep(0.2)  # the base's block ran, then training episodes until the first checkpoint
+    twins = _twin_pids(proc.pid)
+    assert twins, "the sim twin process was not found"
+    os.kill(twins[0], signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and "robosteer-steer: robot fault:" in err and "resume=true" in err, err[
+        -2000:
+    ]
+
+    p = subprocess.run(  # a fresh process (clirun's warm one has the simulator loaded already)
+        [*cmd, "env_steps=300", "resume=true"], cwd=work, env=ENV, capture_output=True, text=True, timeout=600
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    m = json.loads((run / "metrics.json").read_text())
+    assert m["real_arm"] and m["simulators_imported"] == [] and m["learner"]["simulators_imported"] == []
+    assert m["final_block"]["episodes"] == 2 and len(m["success_ci95"]) == 2
+    assert m["eval_env_steps"] > 0 and m["env_steps"] >= 300 and m["base_success_rate"] is not None
+    assert m["intervention_steps"] > 0 and m["base_hash"] == before == state_dict_hash(
+        load_policy(base, which="ema")
+    )
+    evaluated, person_steps = 0, 0
+    for path in sorted((run / "episodes").glob("session_*.hdf5*")):
+        with h5py.File(path) as f:
+            for demo in f["data"].values():
+                assert (
+                    "obs/corner_image" in demo
+                )  # the camera frames are recorded (the learner read embeddings)
+                if "evaluation" in demo.attrs:
+                    evaluated += 1
+                    assert "episode_index" not in demo.attrs and "interventions" not in demo  # never learned
+                elif "interventions" in demo:
+                    person_steps += int(demo["interventions"][()].sum())
+    assert evaluated >= 2 + 2 + 1 and person_steps >= m["intervention_steps"]  # base, final, periodic blocks
 
 
 def _descendants(root: int, name: str) -> list[int]:

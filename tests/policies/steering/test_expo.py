@@ -453,3 +453,29 @@ def test_rlpd_and_single_step_variants_act_and_learn_and_bad_config_is_a_clear_e
         EXPOConfig(num_samples=2, num_edits=3)
     with pytest.raises(ValueError, match=r"temperature_lr=-0.1 must be >= 0"):
         EXPOConfig(temperature_lr=-0.1)
+
+
+@pytest.mark.parametrize(
+    ("bc_online", "success", "kept"), [("all", False, 3), ("success", True, 3), ("success", False, 1)]
+)
+def test_a_recorded_robot_episode_becomes_bc_windows_and_a_persons_chunks_always_do(bc_online, success, kept):
+    """observe_recorded_episode (a robot's episode): one BC window per executed chunk, as observe makes them
+    from a simulator episode; bc_online=success keeps a failed episode's person chunks only (interventions are
+    imitated whatever bc_online says)."""
+    agent = _agent(bc_online=bc_online)
+    obs = {"state": torch.arange(3 * TO * SD, dtype=torch.float32).reshape(3, TO, SD)}  # 3 chunk starts
+    taken = torch.arange(3 * TA * DA, dtype=torch.float32).reshape(3, TA * DA) / 100  # (N, E·Da)
+    person = torch.tensor([False, True, False])
+    agent.observe_recorded_episode(obs, taken, success, person)
+    assert len(agent.bc_online) == kept
+    batch = agent.bc_online.sample(kept, torch.Generator().manual_seed(0))
+    want = episode_windows(
+        [{"state": obs["state"][j]} for j in range(3)],
+        [taken[j].reshape(TA, DA) for j in range(3)],
+        TO - 1,
+        TP,
+    )
+    rows = {tuple(w.flatten().tolist()) for w in want["action"]}
+    assert all(tuple(a.flatten().tolist()) in rows for a in batch["action"])  # each a window of the episode
+    if kept == 1:  # the person's chunk alone: window 1
+        assert torch.equal(batch["action"][0], want["action"][1])
