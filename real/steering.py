@@ -369,7 +369,7 @@ class ArmEvalConfig:
     training env steps. The final figure is the final block's, never the best periodic block's."""
 
     episodes: int = 10  # ours: each periodic block (every run.eval_every training env steps); 0: none
-    final_episodes: int = 50  # ours (issue 65: >= 50 for a figure worth a Wilson interval): the final block
+    final_episodes: int = 50  # ours: the final block, the final figure with its Wilson interval (>= 50 gives it meaning)
 
     def __post_init__(self) -> None:
         if int(self.episodes) < 0 or int(self.final_episodes) < 1:

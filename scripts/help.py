@@ -145,6 +145,9 @@ def _classes(command: str, cfg: DictConfig) -> dict[str, tuple[type, dict[str, s
         dsrl = "dsrl" in cfg
         found["dsrl." if dsrl else "expo."] = (DSRLConfig if dsrl else EXPOConfig, {})
         found["run."] = found[""] = (DSRLRunConfig if dsrl else EXPORunConfig, {})  # env_steps, seed, device
+        from robosteer.real.steering import ArmEvalConfig
+
+        found["arm_eval."] = (ArmEvalConfig, {})
     elif command == "train":
         from robosteer.policies.registry import get_policy_class
         from robosteer.policies.train import TrainConfig
