@@ -1493,7 +1493,49 @@ def dsrl_robot(rows: list[Row]) -> str:
     return measured(runs) + "\n\n" + table(columns, body)
 
 
+def real_arm_steering(rows: list[Row]) -> str:
+    """DSRL-NA on the twin in real mode: judged on the arm (base, periodic and final blocks), then the base and
+    the final actor on 100 unseen simulator episodes; interventions, evaluation steps, tick lateness."""
+    runs = list(last_per(rows, lambda r: (r["run"], r["seed"])).values())
+    if not runs:
+        raise TableError("no real-arm steering rows")
+    body = []
+    for r in runs:
+        arm, sim, late = r["arm"], r["sim"], r["tick_late_ms_p99"]
+        lo, hi = arm["final_ci95"]
+        person = ", ".join(f"{c['rate']:.0%}" for c in r["intervention_curve"]) or "—"
+        body.append(
+            [
+                "scripted person takes over" if r["intervention_steps"] else "none",
+                f"{arm['base']:.2f} ({arm['base_episodes']})",
+                ", ".join(f"{h['success_rate']:.1f}" for h in arm["history"][:-1]),
+                f"**{arm['final']:.2f}** [{lo:.2f}, {hi:.2f}] ({arm['final_episodes']})",
+                f"{sim['base']:.2f}",
+                f"**{sim['final']:.2f}**",
+                f"{r['env_steps']:,}",
+                f"{r['eval_env_steps']:,}",
+                person,
+                f"{late['mean']:.1f} / {late['max']:.1f}" if late else "—",
+                "yes" if r["base_unchanged"] else "**no**",
+            ]
+        )
+    columns = [
+        "interventions",
+        "base on the arm (episodes)",
+        "periodic blocks on the arm (10 ep., every 10k)",
+    ]
+    columns += [
+        "final block on the arm [95% CI] (episodes)",
+        "base, 100 unseen sim ep.",
+        "final actor, same ep.",
+    ]
+    columns += ["training env steps", "evaluation env steps", "person's share of steps, per 10k"]
+    columns += ["tick lateness p99, ms (mean / max)", "base files unchanged"]
+    return measured(runs) + "\n\n" + table(columns, body)
+
+
 GENERATORS: dict[str, Callable[[list[Row]], str]] = {
+    "real_arm_steering": real_arm_steering,
     "dsrl_robot": dsrl_robot,
     "pixels_encoders": pixels_encoders,
     "pixels_env": pixels_env,

@@ -543,3 +543,16 @@ def test_make_teleop_builds_but_does_not_connect():
     assert isinstance(t, DeviceTeleop) and not t.is_connected
     assert isinstance(t.mapping, JointPositionMap) and t.mapping.step_rad == 0.02
     assert isinstance(t.device, GamepadDevice) and t.device.deadzone == 0.2
+
+
+def test_the_teleop_extra_pins_what_the_install_lines_name():
+    """pyproject's ``teleop`` extra and the one-line install hints name the same versions."""
+    import tomllib
+    from pathlib import Path
+
+    from robosteer.real.teleop import PINS
+
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert sorted(pyproject["project"]["optional-dependencies"]["teleop"]) == sorted(
+        f"{name}=={version}" for name, version in PINS.items()
+    )
