@@ -812,6 +812,36 @@ def test_a_pixel_base_on_the_twin_in_real_mode_is_steered_with_no_simulator_judg
     assert evaluated >= 2 + 2 + 1 and person_steps >= m["intervention_steps"]  # base, final, periodic blocks
 
 
+def test_safety_aborts_in_a_row_stop_the_run_each_episode_recorded(setup):
+    """safety.abort_margin: the hand outside a workspace it can never enter aborts every episode at once (the
+    arm stopped, the episode recorded as safety_abort); safety.max_consecutive_aborts=2 of them stop the run
+    in one line (exit 1) naming the setting, with resume=true to go on once the cell is checked."""
+    import h5py
+
+    work, demos, base = setup
+    box = [
+        "safety.workspace_low=[0.9,0.9,0.9]",
+        "safety.workspace_high=[1.0,1.0,1.0]",
+        "safety.abort_margin=0.01",
+    ]
+    cmd = [
+        "robosteer.scripts.steer",
+        f"base={base}",
+        *TWIN,
+        *REAL_TWIN,
+        *box,
+        "safety.max_consecutive_aborts=2",
+    ]
+    p = _run(*cmd, "env_steps=1000", "out=aborts", cwd=work)
+    assert p.returncode == 1, p.stderr[-2000:]
+    last = p.stderr.strip().splitlines()[-1]
+    assert "2 episodes in a row were aborted for safety (safety.max_consecutive_aborts=2" in last, last
+    assert "outside the workspace" in last and "resume=true" in last
+    with h5py.File(work / "aborts" / "episodes" / "session_000.hdf5") as f:
+        statuses = [d.attrs["status"] for d in f["data"].values()]
+    assert statuses == ["safety_abort", "safety_abort"]
+
+
 def _descendants(root: int, name: str) -> list[int]:
     """Processes under ``root`` (children, grandchildren...) whose command line starts with ``name``."""
     parent, cmdline = {}, {}
