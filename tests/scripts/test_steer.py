@@ -818,7 +818,7 @@ def test_safety_aborts_in_a_row_stop_the_run_each_episode_recorded(setup):
     in one line (exit 1) naming the setting, with resume=true to go on once the cell is checked."""
     import h5py
 
-    work, demos, base = setup
+    work, _, base = setup
     box = [
         "safety.workspace_low=[0.9,0.9,0.9]",
         "safety.workspace_high=[1.0,1.0,1.0]",
