@@ -5,8 +5,8 @@ where the truth is known. For each ``--runs NAME[:override,...]`` it runs ``robo
 weak push-v3 state base (100 demos with N(0, 0.3) action noise, a Diffusion Policy trained 3k steps) on the sim
 twin in real mode (``robot.driver.real_mode=true``: no success, reward or reset of its own) at Meta-World's
 80 Hz with a 50 ms round trip, the learner in a Ray worker, paid by a success classifier on the twin's corner2
-camera, its person scripted (``operator=scripted``: resets and nothing else; add ``teleop=scripted`` for
-interventions). The run judges the base, its periodic actors and its final actor on blocks of the arm's
+camera (``--reward classifier``) or by the scripted person's verdict, the twin's hidden success (``--reward
+operator``), its person scripted (``operator=scripted``: resets; add ``teleop=scripted`` for interventions). The run judges the base, its periodic actors and its final actor on blocks of the arm's
 episodes; afterwards this process scores the final actor and the base on 100 unseen simulator episodes (eval seed
 200000), checks the base's files are unchanged, and appends a row. A finished run is scored, not re-run; an
 interrupted one resumes (``resume=true``):
@@ -30,9 +30,9 @@ from steering_runs import evaluate
 from robosteer.scripts.steer import lift
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMON = [  # the twin as a real arm, its person scripted, the learner on Ray, a classifier paying
+COMMON = [  # the twin as a real arm, its person scripted, the learner on Ray
     "robot=sim_twin", "robot.driver.real_mode=true", "robot.driver.latency_ms=50", "resets=operator",
-    "operator=scripted", "robot_reward=classifier", "learner=ray", "run.eval_every=10000", "run.progress=false",
+    "operator=scripted", "learner=ray", "run.eval_every=10000", "run.progress=false",
 ]  # fmt: skip
 
 
@@ -47,7 +47,8 @@ def steer(args: Any, run: Path, extra: list[str]) -> list[str]:
     resume = ["resume=true"] if (run / "checkpoints" / "latest").is_dir() else []
     command = [
         str(ROOT / ".venv" / "bin" / "python"), "-m", "robosteer.scripts.steer", f"base={args.base}", *COMMON,
-        f"classifier.data={args.classifier_data}", f"env_steps={args.env_steps}", f"seed={args.seed}",
+        f"robot_reward={args.reward}", *([f"classifier.data={args.classifier_data}"] if args.reward == "classifier" else []),
+        f"env_steps={args.env_steps}", f"seed={args.seed}",
         f"out={run}", *extra, *resume,
     ]  # fmt: skip
     if not (run / "metrics.json").exists():
@@ -104,7 +105,8 @@ def measure(args: Any, name: str, extra: list[str], base_sim: float, hashes: Pat
         "intervention_steps": m["intervention_steps"],
         "intervention_curve": intervention_curve(training_episodes(run), 10_000),
         "tick_late_ms_p99": m.get("robot_tick_late_ms_p99"), "held_steps": m["robot_held_steps"],
-        "classifier": {k: m["classifier"].get(k) for k in ("threshold", "episodes", "frames") if k in m["classifier"]},
+        "reward": args.reward,
+        "classifier": {k: m["classifier"].get(k) for k in ("threshold", "episodes", "frames") if k in m.get("classifier", {})},
         "simulators_imported": {"steering": m["simulators_imported"],
                                 "learner": (m.get("learner") or {}).get("simulators_imported")},
         "updates": m["updates"], "wall_s": m["wall_time_s"],
@@ -120,6 +122,12 @@ def main() -> None:
         "--classifier-data", type=Path, default=ROOT / "runs" / "m65" / "classifier_data" / "demos.hdf5"
     )
     p.add_argument("--env-steps", type=int, default=60_000)
+    p.add_argument(
+        "--reward",
+        default="classifier",
+        choices=["classifier", "operator"],
+        help="who judges: a success classifier on the camera, or the scripted person (the twin's truth)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--episodes", type=int, default=100)
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "m65")

@@ -368,14 +368,14 @@ class ArmEvalConfig:
     with the learner's evaluation policy, explore nothing and take no interventions, counted apart from the
     training env steps. The final figure is the final block's, never the best periodic block's."""
 
-    episodes: int = 10  # ours: each periodic block (every run.eval_every training env steps); 0: none
+    episodes: int = 10  # ours: each periodic block (every run.eval_every training env steps)
     final_episodes: int = 50  # ours: the final block, the final figure with its Wilson interval (>= 50 gives it meaning)
 
     def __post_init__(self) -> None:
-        if int(self.episodes) < 0 or int(self.final_episodes) < 1:
+        if int(self.episodes) < 1 or int(self.final_episodes) < 1:
             raise ValueError(
                 f"arm_eval.episodes={self.episodes}, arm_eval.final_episodes={self.final_episodes} are not "
-                "valid: expected episodes >= 0 and final_episodes >= 1"
+                "valid: expected both >= 1"
             )
 
 
@@ -473,7 +473,7 @@ class _RobotRun:
         obs_space = {k: ShapeOnly(s) for k, s in shapes.items()}
         self.arm_eval, self.base, self.acting = arm_eval, base, acting
         if arm_eval is not None:  # judged blocks on the arm, not the simulator's episodes
-            eval_fn = self._arm_block if arm_eval.episodes or arm_eval.final_episodes else None
+            eval_fn = self._arm_block
         o = self.o = OnlineRun(
             learner, obs_space, cfg, out_dir, eval_fn, offline, resume, checkpoint_config, demo_room
         )
