@@ -11,6 +11,8 @@ import os
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 # name -> the module that defines it, imported on first use (PEP 562): importing ``robosteer.sim`` (or a
@@ -48,6 +50,20 @@ if TYPE_CHECKING:
     from robosteer.sim.stats import wilson_interval
     from robosteer.sim.tasks import TaskSpec, get_task, list_tasks
     from robosteer.sim.video import write_video
+
+
+class _Package(types.ModuleType):
+    """Keeps a lazy name that is also a submodule's name (``evaluate``: the function, in ``sim/evaluate.py``)
+    bound to what ``_LAZY`` names: importing the submodule would otherwise rebind it to the module."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            return  # the submodule stays reachable as sys.modules[f"robosteer.sim.{name}"]
+        super().__setattr__(name, value)
+
+
+_SHADOWED = {"evaluate"}  # lazy names that are also submodules' names
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:
