@@ -1494,8 +1494,7 @@ def dsrl_robot(rows: list[Row]) -> str:
 
 
 def real_arm_steering(rows: list[Row]) -> str:
-    """DSRL-NA on the twin in real mode: judged on the arm (base, periodic and final blocks), then the base and
-    the final actor on 100 unseen simulator episodes; interventions, evaluation steps, tick lateness."""
+    """DSRL-NA on the twin in real mode, judged on the arm, then scored on 100 unseen simulator episodes."""
     runs = list(last_per(rows, lambda r: (r["run"], r["seed"])).values())
     if not runs:
         raise TableError("no real-arm steering rows")

@@ -369,7 +369,7 @@ class ArmEvalConfig:
     training env steps. The final figure is the final block's, never the best periodic block's."""
 
     episodes: int = 10  # ours: each periodic block (every run.eval_every training env steps)
-    final_episodes: int = 50  # ours: the final block, the final figure with its Wilson interval (>= 50 gives it meaning)
+    final_episodes: int = 50  # ours: the final block, the final figure with its Wilson interval (>= 50)
 
     def __post_init__(self) -> None:
         if int(self.episodes) < 1 or int(self.final_episodes) < 1:
