@@ -141,8 +141,7 @@ def ingest(
     t, person = _transitions(learner, gen, cfg, arrays, held, n_obs_steps, exec_steps)
     t = {k: v.to(buffer.device) for k, v in t.items()}
     buffer.add(**t)
-    if demos is not None and person is not None and bool(person.any()):
-        demos.add(**{k: v[person.to(v.device)] for k, v in t.items()})
+    _add_person_chunks(demos, t, person)
     obs = {k: t[f"obs/{k}"] for k in keys}
     learner.observe_recorded(obs)
     success = bool(np.asarray(arrays["dones"]).any()) and not arrays.get("safety_abort")
@@ -165,9 +164,14 @@ def ingest_demos(
     if demos is None:
         return 0
     t, person = _transitions(learner, gen, cfg, arrays, held, n_obs_steps, exec_steps)
-    if person is None or not bool(person.any()):
+    return _add_person_chunks(demos, t, person)
+
+
+def _add_person_chunks(demos: Any, t: dict[str, torch.Tensor], person: torch.Tensor | None) -> int:
+    """The transitions a person commanded (``person`` (N,) bool) into ``demos``; how many."""
+    if demos is None or person is None or not bool(person.any()):
         return 0
-    demos.add(**{k: v[person].to(demos.device) for k, v in t.items()})
+    demos.add(**{k: v[person.to(v.device)].to(demos.device) for k, v in t.items()})
     return int(person.sum())
 
 
